@@ -1,0 +1,130 @@
+"""The contract every strategy implements.
+
+A strategy changes vLLM's host-side behaviour inside the processes it names (front-end, EngineCore,
+workers). It is loaded in each of those processes by the tuner's ``vllm.general_plugins`` entry point
+(:mod:`tuner.plugin`), which calls, in this order:
+
+1. :meth:`Strategy.install` once per process at plugin load: class-level patches, idempotent;
+2. :meth:`Strategy.apply` when a process of one of its roles is ready (engine built, worker warmed up);
+3. :meth:`Strategy.revert` when a running engine switches to a set without it (switchable strategies only).
+
+Strategies know vLLM internals; nothing else in the tuner does.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+
+class Role(enum.StrEnum):
+    """Which vLLM process a piece of code runs in."""
+
+    FRONTEND = "frontend"  # process 0: the `LLM`/`AsyncLLM` owner or the API server
+    ENGINE_CORE = "engine_core"  # scheduler, KV-cache manager, executor
+    WORKER = "worker"  # model runner and sampler (inside EngineCore under the uni executor)
+
+
+ALL_ROLES = frozenset(Role)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One typed, bounded parameter of a strategy; the sweep turns it into an Optuna distribution."""
+
+    name: str
+    kind: Literal["bool", "int", "float"]
+    default: bool | int | float | None
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    help: str = ""
+
+    def validate(self, value: Any) -> bool | int | float | None:
+        """Return ``value`` checked against the type and range, or raise ``ValueError``."""
+        if value is None and self.default is None:
+            return None
+        if self.kind == "bool":
+            if not isinstance(value, bool):
+                raise ValueError(f"{self.name} must be true or false, got {value!r}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{self.name} must be a number, got {value!r}")
+        if self.kind == "int" and not float(value).is_integer():
+            raise ValueError(f"{self.name} must be an integer, got {value!r}")
+        if self.low is not None and value < self.low:
+            raise ValueError(f"{self.name} must be >= {self.low:g}, got {value!r}")
+        if self.high is not None and value > self.high:
+            raise ValueError(f"{self.name} must be <= {self.high:g}, got {value!r}")
+        return int(value) if self.kind == "int" else float(value)
+
+
+@dataclass(frozen=True)
+class Applicability:
+    """Whether a strategy can work on the installed vLLM, and why not when it cannot."""
+
+    ok: bool
+    reason: str = ""
+
+
+@dataclass
+class ProcessContext:
+    """What a strategy may look at in the process it is applied in."""
+
+    role: Role
+    vllm_config: Any = None  # vllm.config.VllmConfig once the process is ready
+    owner: Any = None  # the EngineCore, Worker or front-end engine object that became ready
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+class Strategy(ABC):
+    """Base class of host-side performance strategies.
+
+    Subclasses set the class attributes and implement :meth:`apply`/:meth:`revert`. One instance lives
+    in each process; per-process state (saved thresholds, flags read by patches) lives on it.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    params: ClassVar[tuple[Param, ...]] = ()
+    roles: ClassVar[frozenset[Role]] = ALL_ROLES
+    switchable: ClassVar[bool] = True
+    """Whether it can be applied/reverted on a running engine between runs."""
+    step_switchable: ClassVar[bool] = False
+    """Whether it can be switched between two engine steps (in-engine A/B blocks)."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, int] = {}
+
+    def applicable(self) -> Applicability:
+        """Feature-detect the installed vLLM before any engine starts (override when it matters)."""
+        return Applicability(True)
+
+    def install(self) -> None:  # noqa: B027 - optional hook
+        """Install class-level patches once per process (must be idempotent)."""
+
+    @abstractmethod
+    def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
+        """Turn the strategy on in this process with validated ``params``."""
+
+    @abstractmethod
+    def revert(self, ctx: ProcessContext) -> None:
+        """Restore this process to vLLM's native behaviour."""
+
+    def count(self, key: str, n: int = 1) -> None:
+        """Count how often a patched path ran: the proof that the strategy is really active."""
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    @classmethod
+    def resolve_params(cls, given: dict[str, Any] | None) -> dict[str, Any]:
+        """Fill defaults and validate ``given``; raise ``ValueError`` naming the bad parameter."""
+        given = dict(given or {})
+        known = {p.name: p for p in cls.params}
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise ValueError(
+                f"strategy {cls.name!r} has no parameter {', '.join(unknown)} (known: {', '.join(known) or 'none'})"
+            )
+        return {name: p.validate(given.get(name, p.default)) for name, p in known.items()}

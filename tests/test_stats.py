@@ -1,0 +1,424 @@
+"""Tests for tuner.stats on data with known answers."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tuner.stats import (
+    RatioEstimate,
+    Statistic,
+    Verdict,
+    false_positive_rate,
+    is_settled,
+    paired_ratio,
+    percentiles,
+    unpaired_ratio,
+)
+
+FAST = 999  # bootstrap resamples for tests: plenty for 95% CIs, keeps the suite quick
+
+
+def _pairs(true_ratio: float, n: int, sigma: float, seed: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Pairs sharing a drifting level, each arm with its own lognormal noise; true ratio known."""
+    rng = np.random.default_rng(seed)
+    level = rng.uniform(50.0, 150.0, n)  # slow drift shared by both members of a pair
+    baseline = level * rng.lognormal(0.0, sigma, n)
+    treatment = true_ratio * level * rng.lognormal(0.0, sigma, n)
+    return treatment, baseline
+
+
+def _est(ci_low: float, ci_high: float, verdict: Verdict = "no_difference") -> RatioEstimate:
+    return RatioEstimate(
+        ratio=math.sqrt(ci_low * ci_high),
+        ci_low=ci_low,
+        ci_high=ci_high,
+        p_value=0.5,
+        n=10,
+        log_sd=0.1,
+        statistic="median",
+        higher_is_better=True,
+        verdict=verdict,
+    )
+
+
+# --------------------------------------------------------------------------
+# paired_ratio: known effects
+
+
+@pytest.mark.parametrize("statistic", ["median", "geomean"])
+def test_known_improvement_is_recovered(statistic: Statistic) -> None:
+    t, b = _pairs(1.10, n=30, sigma=0.02, seed=1)
+    est = paired_ratio(t, b, higher_is_better=True, statistic=statistic, n_resamples=FAST)
+    assert est.ratio == pytest.approx(1.10, rel=0.02)
+    assert est.ci_low <= 1.10 <= est.ci_high
+    assert est.ci_low > 1.0
+    assert est.verdict == "better"
+    assert est.n == 30
+    assert est.statistic == statistic
+    assert est.p_value < 1e-4
+    # independent noise on both arms -> per-pair log SD ~ sigma * sqrt(2)
+    assert est.log_sd == pytest.approx(0.02 * math.sqrt(2), rel=0.35)
+
+
+@pytest.mark.parametrize("statistic", ["median", "geomean"])
+def test_same_data_lower_is_better_is_worse(statistic: Statistic) -> None:
+    t, b = _pairs(1.10, n=30, sigma=0.02, seed=1)
+    est = paired_ratio(t, b, higher_is_better=False, statistic=statistic, n_resamples=FAST)
+    assert est.verdict == "worse"
+    assert est.higher_is_better is False
+
+
+def test_known_regression_and_latency_gain() -> None:
+    t, b = _pairs(0.90, n=25, sigma=0.03, seed=2)
+    hi = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST)
+    lo = paired_ratio(t, b, higher_is_better=False, n_resamples=FAST)
+    assert hi.ci_high < 1.0 and hi.ci_low <= 0.90 <= hi.ci_high
+    assert hi.verdict == "worse"
+    assert lo.verdict == "better"
+    assert (hi.ratio, hi.ci_low, hi.ci_high) == (lo.ratio, lo.ci_low, lo.ci_high)
+
+
+def test_median_point_estimate_is_median_of_pair_ratios_for_odd_n() -> None:
+    t = np.array([11.0, 20.0, 33.0, 42.0, 50.0])
+    b = np.array([10.0, 19.0, 30.0, 40.0, 51.0])
+    est = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST)
+    assert est.ratio == pytest.approx(float(np.median(t / b)), rel=1e-12)
+    geo = paired_ratio(t, b, higher_is_better=True, statistic="geomean", n_resamples=FAST)
+    assert geo.ratio == pytest.approx(float(np.exp(np.mean(np.log(t / b)))), rel=1e-12)
+
+
+def test_pairing_removes_shared_drift() -> None:
+    # Baseline level swings 3x across pairs but each pair is exactly 1.05x:
+    # a paired analysis must see a tight CI at 1.05 despite the drift.
+    b = np.array([10.0, 30.0, 12.0, 28.0, 15.0, 25.0, 11.0, 29.0])
+    t = 1.05 * b
+    est = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST)
+    assert est.ratio == pytest.approx(1.05)
+    assert est.ci_low == pytest.approx(1.05) and est.ci_high == pytest.approx(1.05)
+    assert est.verdict == "better"
+    assert est.log_sd == pytest.approx(0.0, abs=1e-12)
+
+
+# --------------------------------------------------------------------------
+# paired_ratio: degenerate and null cases
+
+
+@pytest.mark.parametrize("n", [2, 3, 10])
+@pytest.mark.parametrize("statistic", ["median", "geomean"])
+def test_identical_arms(n: int, statistic: Statistic) -> None:
+    x = np.linspace(5.0, 9.0, n)
+    est = paired_ratio(x, x.copy(), higher_is_better=True, statistic=statistic)
+    assert est.ratio == 1.0
+    assert (est.ci_low, est.ci_high) == (1.0, 1.0)
+    assert est.verdict == "no_difference"
+    assert math.isnan(est.p_value)
+    assert est.log_sd == 0.0
+    # Even with a resolution, a zero-width CI at 1 is a confident "no difference".
+    assert paired_ratio(x, x, higher_is_better=True, resolution=0.01).verdict == "no_difference"
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_tiny_noisy_samples_do_not_crash(n: int) -> None:
+    t, b = _pairs(1.0, n=n, sigma=0.1, seed=n)
+    for statistic in ("median", "geomean"):
+        est = paired_ratio(t, b, higher_is_better=True, statistic=statistic, n_resamples=FAST)
+        assert 0 < est.ci_low <= est.ratio <= est.ci_high
+        assert math.isfinite(est.ci_low) and math.isfinite(est.ci_high)
+
+
+def test_aa_no_difference() -> None:
+    t, b = _pairs(1.0, n=30, sigma=0.02, seed=3)
+    est = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST)
+    assert est.ci_low < 1.0 < est.ci_high
+    assert est.verdict == "no_difference"
+    assert est.p_value > 0.05
+
+
+@pytest.mark.parametrize("statistic", ["median", "geomean"])
+def test_aa_false_positive_rate_is_near_nominal(statistic: Statistic) -> None:
+    estimates = []
+    for i in range(200):
+        t, b = _pairs(1.0, n=20, sigma=0.05, seed=10_000 + i)
+        estimates.append(paired_ratio(t, b, higher_is_better=True, statistic=statistic, n_resamples=FAST, seed=i))
+    fpr = false_positive_rate(estimates)
+    assert fpr <= 0.08  # nominal 5% with slack for 200 draws
+    assert fpr >= 0.005  # and the CI is not absurdly wide either
+
+
+def test_resolution_makes_wide_ci_inconclusive() -> None:
+    # 4 pairs, +-30% noise with mixed signs: the CI straddles 1 and is very wide.
+    b = np.array([100.0, 120.0, 90.0, 110.0])
+    t = b * np.exp([0.30, -0.25, 0.20, -0.35])
+    loose = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST)
+    strict = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, resolution=0.05)
+    assert loose.ci_low < 1.0 < loose.ci_high
+    assert loose.ci_high / loose.ci_low - 1 > 0.05
+    assert loose.verdict == "no_difference"
+    assert strict.verdict == "inconclusive"
+    assert strict.ratio == loose.ratio
+    assert (strict.ci_low, strict.ci_high) == (loose.ci_low, loose.ci_high)
+    # a resolution wider than the CI leaves "no_difference"
+    wide = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, resolution=100.0)
+    assert wide.verdict == "no_difference"
+
+
+def test_resolution_does_not_override_clear_verdict() -> None:
+    t, b = _pairs(1.5, n=6, sigma=0.05, seed=5)
+    est = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, resolution=1e-6)
+    assert est.ci_low > 1.0
+    assert est.verdict == "better"
+
+
+def test_narrow_aa_with_resolution_is_no_difference() -> None:
+    t, b = _pairs(1.0, n=40, sigma=0.005, seed=6)
+    est = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, resolution=0.02)
+    assert est.ci_low < 1.0 < est.ci_high
+    assert est.verdict == "no_difference"
+
+
+def test_deterministic_for_seed_and_seed_matters() -> None:
+    t, b = _pairs(1.02, n=12, sigma=0.05, seed=7)
+    kw: dict[str, Any] = {"higher_is_better": True, "statistic": "geomean", "n_resamples": FAST}
+    a1 = paired_ratio(t, b, seed=42, **kw)
+    a2 = paired_ratio(list(t), list(b), seed=42, **kw)
+    other = paired_ratio(t, b, seed=43, **kw)
+    assert a1 == a2
+    assert (other.ci_low, other.ci_high) != (a1.ci_low, a1.ci_high)
+    assert other.ratio == a1.ratio
+
+
+def test_higher_confidence_gives_wider_interval() -> None:
+    t, b = _pairs(1.0, n=20, sigma=0.05, seed=8)
+    narrow = paired_ratio(t, b, higher_is_better=True, confidence=0.80, n_resamples=FAST)
+    wide = paired_ratio(t, b, higher_is_better=True, confidence=0.99, n_resamples=FAST)
+    assert wide.ci_low < narrow.ci_low <= narrow.ci_high < wide.ci_high
+
+
+# --------------------------------------------------------------------------
+# input validation
+
+
+@pytest.mark.parametrize(
+    ("treatment", "baseline", "match"),
+    [
+        ([1.0, 2.0, 3.0], [1.0, 2.0], "equal length"),
+        ([1.0], [1.0], "at least 2"),
+        ([], [], "at least 2"),
+        ([1.0, float("nan")], [1.0, 2.0], "non-finite"),
+        ([1.0, 2.0], [1.0, float("inf")], "non-finite"),
+        ([1.0, 0.0], [1.0, 2.0], "positive"),
+        ([1.0, 2.0], [-1.0, 2.0], "positive"),
+        ([[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 4.0]], "one-dimensional"),
+    ],
+)
+def test_paired_input_validation(treatment: Any, baseline: Any, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        paired_ratio(treatment, baseline, higher_is_better=True)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"statistic": "mean"},
+        {"confidence": 1.0},
+        {"confidence": 0.0},
+        {"n_resamples": 0},
+        {"resolution": 0.0},
+        {"resolution": -0.1},
+        {"resolution": float("nan")},
+    ],
+)
+def test_paired_parameter_validation(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        paired_ratio([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], higher_is_better=True, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("treatment", "baseline"),
+    [
+        ([1.0], [1.0, 2.0]),
+        ([1.0, 2.0], [1.0, float("nan")]),
+        ([1.0, 2.0], [0.0, 2.0]),
+    ],
+)
+def test_unpaired_input_validation(treatment: list[float], baseline: list[float]) -> None:
+    with pytest.raises(ValueError):
+        unpaired_ratio(treatment, baseline, higher_is_better=True)
+
+
+# --------------------------------------------------------------------------
+# unpaired_ratio
+
+
+def test_unpaired_recovers_ratio_of_medians() -> None:
+    rng = np.random.default_rng(9)
+    baseline = 100.0 * rng.lognormal(0.0, 0.03, 40)
+    treatment = 125.0 * rng.lognormal(0.0, 0.03, 35)  # unequal sizes are fine
+    est = unpaired_ratio(treatment, baseline, higher_is_better=True, n_resamples=FAST)
+    assert est.ratio == pytest.approx(float(np.median(treatment) / np.median(baseline)), rel=1e-12)
+    assert est.ratio == pytest.approx(1.25, rel=0.03)
+    assert est.ci_low <= 1.25 <= est.ci_high
+    assert est.verdict == "better"
+    assert est.n == 35
+    assert math.isnan(est.log_sd)
+    assert est.statistic == "median"
+    assert est.p_value < 1e-6
+    lower = unpaired_ratio(treatment, baseline, higher_is_better=False, n_resamples=FAST)
+    assert lower.verdict == "worse"
+
+
+def test_unpaired_same_distribution_is_no_difference() -> None:
+    rng = np.random.default_rng(10)
+    a = 100.0 * rng.lognormal(0.0, 0.05, 30)
+    b = 100.0 * rng.lognormal(0.0, 0.05, 30)
+    est = unpaired_ratio(a, b, higher_is_better=True, n_resamples=FAST)
+    assert est.ci_low < 1.0 < est.ci_high
+    assert est.verdict == "no_difference"
+    assert est.p_value > 0.05
+
+
+def test_unpaired_constant_samples() -> None:
+    same = unpaired_ratio([5.0, 5.0, 5.0], [5.0, 5.0], higher_is_better=True)
+    assert (same.ratio, same.ci_low, same.ci_high) == (1.0, 1.0, 1.0)
+    assert same.verdict == "no_difference"
+    assert math.isnan(same.p_value)
+    diff = unpaired_ratio([6.0, 6.0], [5.0, 5.0, 5.0], higher_is_better=False)
+    assert diff.ratio == pytest.approx(1.2)
+    assert diff.ci_low == pytest.approx(1.2) and diff.ci_high == pytest.approx(1.2)
+    # 2 vs 3 samples cannot reach p < 0.05 in a rank test: no difference is called, however clean.
+    assert diff.verdict == "no_difference"
+    enough = unpaired_ratio([6.0] * 6, [5.0] * 6, higher_is_better=False)
+    assert enough.p_value < 0.05 and enough.verdict == "worse"
+
+
+def test_unpaired_tiny_samples_do_not_crash() -> None:
+    est = unpaired_ratio([1.0, 2.0], [1.5, 2.5], higher_is_better=True, n_resamples=FAST)
+    assert 0 < est.ci_low <= est.ratio <= est.ci_high
+
+
+# --------------------------------------------------------------------------
+# is_settled, false_positive_rate, to_dict
+
+
+def test_is_settled() -> None:
+    assert is_settled(_est(1.01, 1.30, "better"), resolution=0.01)  # a called difference
+    assert is_settled(_est(0.70, 0.99, "worse"), resolution=0.01)
+    # CI clear of 1 but the rank test not significant (too few pairs): keep sampling.
+    assert not is_settled(_est(1.01, 1.30), resolution=0.01)
+    assert is_settled(_est(0.995, 1.005), resolution=0.02)  # narrow around 1
+    assert not is_settled(_est(0.95, 1.05), resolution=0.02)  # straddles 1, too wide
+    assert not is_settled(_est(1.0, 1.02), resolution=0.02)  # width == resolution, touches 1
+    assert is_settled(_est(1.0, 1.0), resolution=0.01)
+    with pytest.raises(ValueError):
+        is_settled(_est(0.9, 1.1), resolution=0.0)
+
+
+def test_is_settled_tracks_sample_size() -> None:
+    t, b = _pairs(1.0, n=60, sigma=0.03, seed=11)
+    small = paired_ratio(t[:6], b[:6], higher_is_better=True, n_resamples=FAST)
+    large = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST)
+    assert small.ci_low < 1.0 < small.ci_high
+    assert not is_settled(small, resolution=0.05)
+    assert is_settled(large, resolution=0.05)
+
+
+def test_false_positive_rate() -> None:
+    ests = [_est(1, 1, "better"), _est(1, 1, "worse"), _est(1, 1), _est(1, 1, "inconclusive")]
+    assert false_positive_rate(ests) == 0.5
+    assert false_positive_rate([_est(1, 1)]) == 0.0
+    with pytest.raises(ValueError):
+        false_positive_rate([])
+
+
+def test_to_dict_is_json_safe() -> None:
+    est = paired_ratio([3.0, 4.0, 5.0], [3.0, 4.0, 5.0], higher_is_better=False)
+    d = est.to_dict()
+    assert d["p_value"] is None  # nan -> None
+    assert d["ratio"] == 1.0 and d["verdict"] == "no_difference" and d["n"] == 3
+    assert d["higher_is_better"] is False
+    expected_keys = {"ratio", "ci_low", "ci_high", "p_value", "n", "log_sd"}
+    expected_keys |= {"statistic", "higher_is_better", "verdict"}
+    assert set(d) == expected_keys
+    json.dumps(d, allow_nan=False)
+    u = unpaired_ratio([1.0, 2.0, 3.0], [2.0, 3.0, 4.0], higher_is_better=True, n_resamples=FAST)
+    assert u.to_dict()["log_sd"] is None
+    json.dumps(u.to_dict(), allow_nan=False)
+
+
+# --------------------------------------------------------------------------
+# percentiles
+
+
+def test_percentiles_match_numpy_and_are_ordered() -> None:
+    values = np.random.default_rng(12).lognormal(3.0, 0.7, 1000)
+    out = percentiles(values)
+    assert list(out) == ["mean", "p50", "p90", "p99"]
+    assert out["mean"] == pytest.approx(float(np.mean(values)))
+    for q in (50, 90, 99):
+        assert out[f"p{q}"] == pytest.approx(float(np.percentile(values, q)))
+    assert out["p50"] is not None and out["p90"] is not None and out["p99"] is not None
+    assert out["p50"] <= out["p90"] <= out["p99"]
+
+
+def test_percentiles_known_values_and_custom_qs() -> None:
+    out = percentiles([1, 2, 3, 4], qs=(0, 25, 99.9, 100))
+    assert out == {
+        "mean": 2.5,
+        "p0": 1.0,
+        "p25": 1.75,
+        "p99.9": pytest.approx(3.997),
+        "p100": 4.0,
+    }
+
+
+def test_percentiles_empty_and_nonfinite() -> None:
+    assert percentiles([]) == {"mean": None, "p50": None, "p90": None, "p99": None}
+    assert percentiles([float("nan")]) == {"mean": None, "p50": None, "p90": None, "p99": None}
+    out = percentiles([1.0, float("nan"), 3.0, float("inf")], qs=(50,))
+    assert out == {"mean": 2.0, "p50": 2.0}
+    json.dumps(percentiles([]), allow_nan=False)
+
+
+# --------------------------------------------------------------------------
+# properties
+
+_positive = st.floats(min_value=0.1, max_value=1000.0, allow_nan=False, allow_infinity=False)
+_pair_lists = st.integers(min_value=2, max_value=10).flatmap(
+    lambda n: st.tuples(
+        st.lists(_positive, min_size=n, max_size=n),
+        st.lists(_positive, min_size=n, max_size=n),
+    )
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    data=_pair_lists,
+    statistic=st.sampled_from(["median", "geomean"]),
+    seed=st.integers(0, 2**16),
+)
+def test_property_point_estimate_inside_ci(
+    data: tuple[list[float], list[float]], statistic: Statistic, seed: int
+) -> None:
+    t, b = data
+    est = paired_ratio(t, b, higher_is_better=True, statistic=statistic, n_resamples=199, seed=seed)
+    tol = 1e-9 * est.ratio
+    assert est.ci_low - tol <= est.ratio <= est.ci_high + tol
+    assert est.ci_low > 0 and math.isfinite(est.ci_high)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=_pair_lists, statistic=st.sampled_from(["median", "geomean"]))
+def test_property_swapping_arms_inverts_ratio(data: tuple[list[float], list[float]], statistic: Statistic) -> None:
+    t, b = data
+    fwd = paired_ratio(t, b, higher_is_better=True, statistic=statistic, n_resamples=199)
+    rev = paired_ratio(b, t, higher_is_better=True, statistic=statistic, n_resamples=199)
+    assert rev.ratio == pytest.approx(1.0 / fwd.ratio, rel=1e-9)
+    assert rev.log_sd == pytest.approx(fwd.log_sd, rel=1e-9, abs=1e-12)

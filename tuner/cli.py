@@ -1,0 +1,101 @@
+"""The ``tuner`` command line: thin typer commands that call the library.
+
+Bad input exits with status 2 and one line per problem; a strategy that did not become active exits 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from strategies import Param
+from tuner.errors import UserError
+
+app = typer.Typer(
+    help="Benchmark and tune vLLM's host-side performance on a live engine.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+strategies_app = typer.Typer(help="Inspect the available strategies.", no_args_is_help=True)
+app.add_typer(strategies_app, name="strategies")
+console = Console()
+err_console = Console(stderr=True)
+
+EXIT_BAD_INPUT = 2
+EXIT_NOT_ACTIVE = 3
+EXIT_INTERRUPTED = 130
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn the library's expected failures into a message and an exit status (never a traceback)."""
+    from tuner.measure import StrategyNotActive
+
+    try:
+        yield
+    except UserError as exc:
+        for problem in exc.problems:
+            err_console.print(f"[red]error:[/red] {problem.render(exc.file)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except StrategyNotActive as exc:
+        fail(str(exc), EXIT_NOT_ACTIVE)
+    except KeyboardInterrupt:
+        fail("interrupted", EXIT_INTERRUPTED)
+
+
+ExperimentFile = Annotated[Path, typer.Argument(help="experiment YAML file", show_default=False)]
+
+
+@app.command()
+def run(experiment: ExperimentFile) -> None:
+    """Benchmark one configuration (its `strategies:` applied) and write run.json."""
+    from tuner.config import load_experiment
+    from tuner.runner import run_experiment
+
+    with user_errors():
+        run_experiment(load_experiment(experiment), console)
+
+
+@strategies_app.command("list")
+def strategies_list() -> None:
+    """Each strategy, whether it applies to the installed vLLM (and why not), and its parameters."""
+    from strategies import strategy_classes
+
+    table = Table(title="strategies")
+    for column in ("name", "applies", "switchable", "processes", "parameters", "description"):
+        table.add_column(column, no_wrap=column == "name")
+    with user_errors():
+        for name, cls in strategy_classes().items():
+            verdict = cls().applicable()
+            params = "\n".join(_describe_param(p) for p in cls.params)
+            applies = "yes" if verdict.ok else f"no: {verdict.reason}"
+            switch = "per step" if cls.step_switchable else ("between runs" if cls.switchable else "restart")
+            roles = ", ".join(sorted(r.value for r in cls.roles))
+            table.add_row(name, applies, switch, roles, params or "-", cls.description)
+    console.print(table)
+
+
+def _describe_param(param: Param) -> str:
+    bounds = f" [{param.low:g}, {param.high:g}]" if param.low is not None and param.high is not None else ""
+    return f"{param.name}: {param.kind} = {param.default}{bounds}"
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

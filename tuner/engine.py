@@ -1,0 +1,240 @@
+"""One live vLLM engine: start it with the plugin enabled, drive workloads, talk to its processes, stop it.
+
+Two implementations of one small interface:
+
+- :class:`OfflineSession` (``rate: inf``): an ``LLMEngine`` step loop with all requests queued at once, like
+  ``vllm bench throughput``, but with delta outputs so every token gets a front-end timestamp;
+- :class:`StreamingSession` (a rate or a concurrency): ``AsyncLLM`` streams, like ``vllm bench serve``
+  without HTTP.
+
+Both are reused across repetitions and trials; :meth:`EngineSession.control` switches strategies in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+from tuner.config import BUILTIN_DIR, BUILTIN_PREFIX, Sampling
+from tuner.metrics import RequestTiming
+from tuner.plugin import CONTROL_METHOD, ENV_VAR
+from tuner.plugin import state as plugin_state
+from tuner.vllm_env import import_vllm, set_quiet_env
+from tuner.workload import RequestSpec
+
+Progress = Callable[[int], None]  # called with the number of requests finished so far
+
+
+def resolve_engine_args(engine: dict[str, Any]) -> dict[str, Any]:
+    """Engine args as vLLM gets them: bundled models become a path with dummy weights and no tokenizer."""
+    args = dict(engine)
+    model = str(args.get("model", ""))
+    if model.startswith(BUILTIN_PREFIX):
+        args["model"] = str(BUILTIN_DIR / model.removeprefix(BUILTIN_PREFIX))
+        args.setdefault("load_format", "dummy")
+        args.setdefault("skip_tokenizer_init", True)
+    args.setdefault("seed", 0)
+    return args
+
+
+def sampling_params(sampling: Sampling, max_tokens: int) -> Any:
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k if sampling.top_k > 0 else -1,
+        ignore_eos=sampling.ignore_eos,
+        seed=sampling.seed,
+        detokenize=False,
+        output_kind=RequestOutputKind.DELTA,
+    )
+
+
+def _record(timing: RequestTiming, output: Any, now: float) -> None:
+    new = output.outputs[0].token_ids
+    if new:
+        timing.chunk_times.append(now)
+        timing.chunk_tokens.append(len(new))
+        timing.token_ids.extend(new)
+    if output.finished:
+        timing.finished = now
+
+
+class EngineSession(ABC):
+    """A started engine; ``start_s`` is how long it took to come up."""
+
+    def __init__(self, engine_args: dict[str, Any], plugin_spec: str) -> None:
+        import_vllm()
+        set_quiet_env()
+        os.environ[ENV_VAR] = plugin_spec  # read by the plugin in this process and every child
+        self.engine_args = engine_args
+        started = time.perf_counter()
+        self._start()
+        self.start_s = time.perf_counter() - started
+        self._run_id = 0
+
+    @abstractmethod
+    def _start(self) -> None: ...
+
+    @abstractmethod
+    def vocab_size(self) -> int: ...
+
+    @abstractmethod
+    def _engine_control(self, request: dict[str, Any]) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def run(
+        self,
+        requests: list[RequestSpec],
+        offsets: list[float],
+        sampling: Sampling,
+        concurrency: int | None = None,
+        progress: Progress | None = None,
+    ) -> tuple[list[RequestTiming], float]:
+        """Send ``requests`` at ``offsets`` (seconds); return their timings and the wall time."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Send a plugin control request to every process; one report per process (front-end first)."""
+        local = plugin_state()
+        reports = [local.handle(request)] if local is not None else []
+        return reports + self._engine_control(request)
+
+    def _next_ids(self, n: int) -> list[str]:
+        self._run_id += 1
+        return [f"r{self._run_id}-{i}" for i in range(n)]
+
+    def __enter__(self) -> EngineSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class OfflineSession(EngineSession):
+    def _start(self) -> None:
+        from vllm.engine.arg_utils import EngineArgs
+        from vllm.v1.engine.llm_engine import LLMEngine
+
+        self.engine = LLMEngine.from_engine_args(EngineArgs(**self.engine_args))
+
+    def vocab_size(self) -> int:
+        return int(self.engine.model_config.get_vocab_size())
+
+    def _engine_control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        return list(self.engine.engine_core.call_utility(CONTROL_METHOD, request))
+
+    def run(
+        self,
+        requests: list[RequestSpec],
+        offsets: list[float],
+        sampling: Sampling,
+        concurrency: int | None = None,
+        progress: Progress | None = None,
+    ) -> tuple[list[RequestTiming], float]:
+        ids = self._next_ids(len(requests))
+        timings = {rid: RequestTiming(len(spec.prompt_token_ids), 0.0) for rid, spec in zip(ids, requests, strict=True)}
+        start = time.perf_counter()
+        for rid, spec in zip(ids, requests, strict=True):
+            timings[rid].sent = time.perf_counter()
+            self.engine.add_request(
+                rid, {"prompt_token_ids": spec.prompt_token_ids}, sampling_params(sampling, spec.max_tokens)
+            )
+        finished = 0
+        while self.engine.has_unfinished_requests():
+            outputs = self.engine.step()
+            now = time.perf_counter()
+            for output in outputs:
+                _record(timings[output.request_id], output, now)
+                finished += bool(output.finished)
+            if progress is not None and outputs:
+                progress(finished)
+        return list(timings.values()), time.perf_counter() - start
+
+    def close(self) -> None:
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.engine_core.shutdown()
+            self.engine = None
+
+
+class StreamingSession(EngineSession):
+    def _start(self) -> None:
+        self._loop = asyncio.Runner()
+        self.engine = self._loop.run(self._create())
+
+    async def _create(self) -> Any:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        return AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_args))
+
+    def vocab_size(self) -> int:
+        return int(self.engine.model_config.get_vocab_size())
+
+    def _engine_control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        return list(self._loop.run(self.engine.engine_core.call_utility_async(CONTROL_METHOD, request)))
+
+    def run(
+        self,
+        requests: list[RequestSpec],
+        offsets: list[float],
+        sampling: Sampling,
+        concurrency: int | None = None,
+        progress: Progress | None = None,
+    ) -> tuple[list[RequestTiming], float]:
+        return self._loop.run(self._run(requests, offsets, sampling, concurrency, progress))
+
+    async def _run(
+        self,
+        requests: list[RequestSpec],
+        offsets: list[float],
+        sampling: Sampling,
+        concurrency: int | None,
+        progress: Progress | None,
+    ) -> tuple[list[RequestTiming], float]:
+        limit = asyncio.Semaphore(concurrency or len(requests))
+        timings = [RequestTiming(len(spec.prompt_token_ids), 0.0) for spec in requests]
+        finished = 0
+        start = time.perf_counter()
+
+        async def one(rid: str, spec: RequestSpec, offset: float, timing: RequestTiming) -> None:
+            nonlocal finished
+            await asyncio.sleep(max(0.0, start + offset - time.perf_counter()))
+            async with limit:
+                timing.sent = time.perf_counter()
+                prompt = {"prompt_token_ids": spec.prompt_token_ids}
+                async for output in self.engine.generate(prompt, sampling_params(sampling, spec.max_tokens), rid):
+                    _record(timing, output, time.perf_counter())
+            finished += 1
+            if progress is not None:
+                progress(finished)
+
+        ids = self._next_ids(len(requests))
+        await asyncio.gather(*(one(*item) for item in zip(ids, requests, offsets, timings, strict=True)))
+        return timings, time.perf_counter() - start
+
+    def close(self) -> None:
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            self._loop.run(self._shutdown())
+            self.engine = None
+            self._loop.close()
+
+    async def _shutdown(self) -> None:
+        self.engine.shutdown()
+
+
+def open_session(engine_args: dict[str, Any], plugin_spec: str, *, streaming: bool) -> EngineSession:
+    """Start the right kind of engine for the workload."""
+    cls = StreamingSession if streaming else OfflineSession
+    return cls(resolve_engine_args(engine_args), plugin_spec)

@@ -1,0 +1,31 @@
+"""Errors the CLI turns into a clear message and exit status 2 (never a traceback)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input: where it is and what is wrong."""
+
+    message: str
+    field: str = ""
+    line: int | None = None
+
+    def render(self, file: str) -> str:
+        where = file + (f":{self.line}" if self.line else "")
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class UserError(Exception):
+    """Bad input or an unusable environment; the message says what to fix."""
+
+    def __init__(self, file: str, problems: list[Problem]) -> None:
+        self.file = file
+        self.problems = problems
+        super().__init__("\n".join(p.render(file) for p in problems))
+
+    @classmethod
+    def single(cls, file: str, message: str, field: str = "", line: int | None = None) -> UserError:
+        return cls(file, [Problem(message, field, line)])

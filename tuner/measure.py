@@ -1,0 +1,83 @@
+"""One measured repetition on a live engine, and the proof that the requested strategies are active."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.progress import Progress
+
+from strategies import Role, strategy_classes
+from tuner.config import Experiment
+from tuner.engine import EngineSession
+from tuner.metrics import summarize
+from tuner.workload import RequestSpec, arrival_offsets, build_requests
+
+
+class StrategyNotActive(RuntimeError):
+    """A requested strategy is not active in a process where it belongs: every number would be a lie."""
+
+
+def inactive_strategies(reports: list[dict[str, Any]], requested: dict[str, dict[str, Any]]) -> list[str]:
+    """Why each requested strategy is not active where it belongs (empty when all are)."""
+    problems = []
+    classes = strategy_classes()
+    for name in requested:
+        for role in sorted(classes[name].roles, key=lambda r: r.value):
+            holders = [r for r in reports if role.value in r["roles"]]
+            if not holders and role is Role.FRONTEND:
+                continue  # e.g. an endpoint started elsewhere: no front-end of ours to check
+            if not holders:
+                problems.append(f"{name}: no {role.value} process reported")
+            for report in holders:
+                if name not in report["active"]:
+                    why = report["errors"].get(name, "not applied")
+                    problems.append(f"{name}: not active in {report['process_name']} (pid {report['pid']}): {why}")
+    return problems
+
+
+def check_active(reports: list[dict[str, Any]], requested: dict[str, dict[str, Any]]) -> None:
+    problems = inactive_strategies(reports, requested)
+    if problems:
+        raise StrategyNotActive("requested strategies are not active:\n  " + "\n  ".join(problems))
+
+
+class Workbench:
+    """A started engine plus the experiment's fixed requests: measure repetitions on it."""
+
+    def __init__(self, session: EngineSession, experiment: Experiment) -> None:
+        self.session = session
+        self.experiment = experiment
+        workload = experiment.workload
+        self.requests: list[RequestSpec] = build_requests(workload, session.vocab_size())
+        self.offsets = arrival_offsets(workload, len(self.requests)).tolist()
+
+    def warm_up(self) -> None:
+        count = self.experiment.measure.warmup_prompts
+        if count:
+            warm = build_requests(self.experiment.workload, self.session.vocab_size(), count=count, seed_offset=7)
+            self.session.run(warm, [0.0] * count, self.experiment.workload.sampling)
+
+    def switch(self, strategies: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        reports = self.session.control({"op": "switch", "strategies": strategies})
+        check_active(reports, strategies)
+        return reports
+
+    def repetition(self, progress: Progress | None = None, label: str = "requests") -> dict[str, Any]:
+        """Run the workload once; return its metrics, per-process telemetry and output token ids."""
+        workload = self.experiment.workload
+        task = progress.add_task(label, total=len(self.requests)) if progress is not None else None
+
+        def advance(done: int) -> None:
+            if progress is not None and task is not None:
+                progress.update(task, completed=done)
+
+        self.session.control({"op": "reset"})
+        timings, wall = self.session.run(self.requests, self.offsets, workload.sampling, workload.concurrency, advance)
+        processes = self.session.control({"op": "report"})
+        if progress is not None and task is not None:
+            progress.remove_task(task)
+        return {
+            "metrics": summarize(timings, wall),
+            "processes": processes,
+            "token_ids": [t.token_ids for t in timings],
+        }

@@ -1,0 +1,68 @@
+"""Per-request timings and the metrics computed from them (plain data, no engine)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tuner.stats import percentiles
+
+
+@dataclass
+class RequestTiming:
+    """Timestamps (``time.perf_counter`` in the front-end) of one request's life."""
+
+    prompt_tokens: int
+    sent: float
+    chunk_times: list[float] = field(default_factory=list)  # arrival of each streamed chunk
+    chunk_tokens: list[int] = field(default_factory=list)  # new tokens in each chunk
+    finished: float | None = None
+    token_ids: list[int] = field(default_factory=list)  # for the token-identity guard
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(self.chunk_tokens)
+
+
+def summarize(timings: list[RequestTiming], wall_s: float) -> dict[str, Any]:
+    """Throughput and latency distributions (ms) of one repetition."""
+    done = [t for t in timings if t.finished is not None and t.chunk_times]
+    output_tokens = sum(t.output_tokens for t in done)
+    prompt_tokens = sum(t.prompt_tokens for t in done)
+    ttft = [(t.chunk_times[0] - t.sent) * 1e3 for t in done]
+    e2e = [(t.finished - t.sent) * 1e3 for t in done if t.finished is not None]
+    tpot = [
+        (t.chunk_times[-1] - t.chunk_times[0]) * 1e3 / (t.output_tokens - t.chunk_tokens[0])
+        for t in done
+        if t.output_tokens > t.chunk_tokens[0]
+    ]
+    itl = np.concatenate([np.diff(t.chunk_times) * 1e3 for t in done]) if done else np.empty(0)
+    return {
+        "wall_s": wall_s,
+        "completed": len(done),
+        "failed": len(timings) - len(done),
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
+        "requests_per_s": len(done) / wall_s,
+        "output_tokens_per_s": output_tokens / wall_s,
+        "total_tokens_per_s": (output_tokens + prompt_tokens) / wall_s,
+        "ttft_ms": percentiles(ttft),
+        "tpot_ms": percentiles(tpot),
+        "itl_ms": percentiles(itl.tolist()),
+        "e2e_ms": percentiles(e2e),
+    }
+
+
+# Flat metric names used by objectives, constraints and reports: "ttft_ms.p99" -> "ttft_p99_ms".
+def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    flat = {k: float(v) for k, v in summary.items() if isinstance(v, (int, float))}
+    for family in ("ttft", "tpot", "itl", "e2e"):
+        for stat, value in summary[f"{family}_ms"].items():
+            if value is not None:
+                flat[f"{family}_{stat}_ms"] = float(value)
+    return flat
+
+
+HIGHER_IS_BETTER = {"requests_per_s", "output_tokens_per_s", "total_tokens_per_s"}

@@ -1,0 +1,215 @@
+"""The ``vllm.general_plugins`` entry point: the tuner's code inside every vLLM process.
+
+vLLM calls :func:`register` in process 0, in EngineCore and in every worker (spawned or forked). It does
+nothing unless the environment variable ``TUNER_PLUGIN`` holds a JSON spec::
+
+    {"strategies": {"gc_threshold": {"gen0_per_seq": 8}},   # applied when each process is ready
+     "install": ["gc_freeze"]}                                # also patched, so it can be switched on later
+
+With a spec it installs the GC probe, hooks the points where each process becomes ready (front-end engine
+built, EngineCore built, worker warmed up), applies the requested strategies there, and adds the control
+method ``tuner_control`` to ``EngineCore`` (a utility call) and to the worker base class (``collective_rpc``)
+so that a running engine can be asked for telemetry and switched between strategy sets.
+
+To enable a strategy set in production ``vllm serve``, install this package and export the same variable::
+
+    TUNER_PLUGIN='{"strategies": {"gc_threshold": {"gen0_per_seq": 8}}}' vllm serve MODEL
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable
+from typing import Any
+
+from strategies import ProcessContext, Role, Strategy
+from strategies import get as get_strategy
+from tuner.gc_probe import GcProbe
+
+ENV_VAR = "TUNER_PLUGIN"
+CONTROL_METHOD = "tuner_control"
+logger = logging.getLogger("tuner.plugin")
+
+
+def encode_spec(strategies: dict[str, dict[str, Any]], install: list[str] | None = None) -> str:
+    """The ``TUNER_PLUGIN`` value that applies ``strategies`` and can later switch to any of ``install``."""
+    names = sorted(set(strategies) | set(install or ()))
+    return json.dumps({"strategies": strategies, "install": names}, sort_keys=True)
+
+
+class ProcessState:
+    """Everything the plugin keeps in one process: roles, active strategies, telemetry."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.requested: dict[str, dict[str, Any]] = dict(spec.get("strategies", {}))
+        self.installable = sorted(set(spec.get("install", [])) | set(self.requested))
+        self.contexts: dict[Role, ProcessContext] = {}
+        self.active: dict[str, dict[str, Any]] = {}
+        self.errors: dict[str, str] = {}
+        self.probe = GcProbe()
+
+    def install(self) -> None:
+        self.probe.install()
+        for name in self.installable:
+            try:
+                get_strategy(name).install()
+            except Exception as exc:
+                self.errors[name] = f"install failed: {exc}"
+                logger.error("tuner: strategy %s could not be installed: %s", name, exc)
+
+    def on_ready(self, role: Role, vllm_config: Any, owner: Any) -> None:
+        """A process of ``role`` finished starting: apply what was requested for that role (once)."""
+        if role in self.contexts:
+            return
+        self.contexts[role] = ProcessContext(role=role, vllm_config=vllm_config, owner=owner)
+        for name, params in self.requested.items():
+            strategy = get_strategy(name)
+            if name not in self.active and role in strategy.roles:
+                self._apply(strategy, self.contexts[role], params)
+
+    def _apply(self, strategy: Strategy, ctx: ProcessContext, params: dict[str, Any]) -> None:
+        if strategy.name in self.errors:
+            return
+        try:
+            strategy.apply(ctx, strategy.resolve_params(params))
+            self.active[strategy.name] = strategy.resolve_params(params)
+        except Exception as exc:
+            self.errors[strategy.name] = str(exc)
+            logger.error("tuner: strategy %s not applied in %s: %s", strategy.name, ctx.role.value, exc)
+
+    def context_for(self, strategy: Strategy) -> ProcessContext | None:
+        return next((self.contexts[r] for r in Role if r in strategy.roles and r in self.contexts), None)
+
+    def switch(self, wanted: dict[str, dict[str, Any]]) -> None:
+        """Move from the active set to ``wanted`` (only switchable strategies may change)."""
+        self.errors = {n: e for n, e in self.errors.items() if e.startswith("install failed")}
+        for name in list(self.active):
+            strategy = get_strategy(name)
+            if name in wanted and strategy.resolve_params(wanted[name]) == self.active[name]:
+                continue
+            ctx = self.context_for(strategy)
+            if ctx is not None:
+                strategy.revert(ctx)
+            del self.active[name]
+        for name, params in wanted.items():
+            strategy = get_strategy(name)
+            ctx = self.context_for(strategy)
+            if name in self.active or ctx is None:
+                continue
+            if name not in self.installable:
+                self.errors[name] = "not installed at engine start (list it in the plugin spec's install)"
+                continue
+            self._apply(strategy, ctx, params)
+        self.requested = dict(wanted)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "process_name": multiprocessing.current_process().name,
+            "roles": sorted(role.value for role in self.contexts),
+            "active": dict(self.active),
+            "errors": dict(self.errors),
+            "counters": {name: dict(get_strategy(name).counters) for name in self.installable},
+            "gc": self.probe.snapshot(),
+        }
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Serve one control request: ``{"op": "report"|"reset"|"switch", ...}``."""
+        op = request.get("op")
+        if op == "switch":
+            self.switch(request["strategies"])
+        elif op == "reset":
+            self.probe.reset()
+            for name in self.installable:
+                get_strategy(name).counters.clear()
+        elif op != "report":
+            raise ValueError(f"unknown tuner control op {op!r}")
+        return self.report()
+
+
+_state: ProcessState | None = None
+
+
+def state() -> ProcessState | None:
+    """This process's plugin state, or None when the plugin is not enabled here."""
+    return _state
+
+
+def register() -> None:
+    """vLLM entry point (``vllm.general_plugins``): idempotent, no-op without ``TUNER_PLUGIN``."""
+    global _state
+    raw = os.environ.get(ENV_VAR)
+    if _state is not None or not raw:
+        return
+    try:
+        spec = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise RuntimeError(f"{ENV_VAR} is not valid JSON: {exc}") from exc
+    _state = ProcessState(spec)
+    _install_hooks(_state)
+    _state.install()
+
+
+def _hook(cls: type, method: str, callback: Callable[[Any], None], *, before: bool = False) -> None:
+    """Run ``callback(self)`` after (or before) ``cls.method``, only where ``cls`` itself defines it."""
+    original = cls.__dict__.get(method)
+    if original is None or getattr(original, "_tuner_hooked", False):
+        return
+
+    def hooked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if before:
+            callback(self)
+        result = original(self, *args, **kwargs)
+        if not before:
+            callback(self)
+        return result
+
+    hooked._tuner_hooked = True  # type: ignore[attr-defined]
+    hooked.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(cls, method, hooked)
+
+
+def _engine_core_control(engine_core: Any, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """``EngineCore.tuner_control``: this process's report plus every worker's."""
+    assert _state is not None
+    reports = [_state.handle(request)]
+    if Role.WORKER not in _state.contexts:  # workers live in their own processes (mp executor)
+        reports += engine_core.model_executor.collective_rpc(CONTROL_METHOD, args=(request,))
+    return reports
+
+
+def _worker_control(worker: Any, request: dict[str, Any]) -> dict[str, Any]:
+    assert _state is not None
+    return _state.handle(request)
+
+
+def _install_hooks(process: ProcessState) -> None:
+    def ready(role: Role) -> Callable[[Any], None]:
+        return lambda owner: process.on_ready(role, getattr(owner, "vllm_config", None), owner)
+
+    from vllm.v1.engine import core
+    from vllm.v1.engine.core import EngineCore
+    from vllm.v1.worker.worker_base import WorkerBase
+
+    # In-process engines are ready after __init__; a spawned EngineCore loads this plugin from inside its
+    # own __init__ (too late to wrap it), so it becomes ready when its busy loop starts.
+    _hook(EngineCore, "__init__", ready(Role.ENGINE_CORE))
+    for cls_name in ("EngineCoreProc", "DPEngineCoreProc"):
+        if hasattr(core, cls_name):
+            _hook(getattr(core, cls_name), "run_busy_loop", ready(Role.ENGINE_CORE), before=True)
+    EngineCore.tuner_control = _engine_core_control  # type: ignore[attr-defined]
+    WorkerBase.tuner_control = _worker_control  # type: ignore[attr-defined]
+    for module, cls_name in (("vllm.v1.worker.gpu_worker", "Worker"), ("vllm.v1.worker.cpu_worker", "CPUWorker")):
+        try:
+            cls = getattr(__import__(module, fromlist=[cls_name]), cls_name)
+        except Exception:  # not importable on this platform
+            continue
+        _hook(cls, "compile_or_warm_up_model", ready(Role.WORKER))
+    from vllm.v1.engine.async_llm import AsyncLLM
+    from vllm.v1.engine.llm_engine import LLMEngine
+
+    for cls in (LLMEngine, AsyncLLM):
+        _hook(cls, "__init__", ready(Role.FRONTEND))

@@ -1,0 +1,73 @@
+"""Result files: where they go, the ``run.json`` schema version, and atomic writes.
+
+Layout (documented in ``results/README.md``)::
+
+    <output_dir>/<experiment>/<YYYYmmdd-HHMMSS>/run.json      one `tuner run`
+    <output_dir>/<experiment>/study.db                         the Optuna study of `tuner sweep`
+    <output_dir>/<experiment>/sweep/…                          sweep summary, verdicts, winner export
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+RUN_SCHEMA = "tuner.run/1"
+SUPPORTED_RUN_SCHEMAS = {RUN_SCHEMA}
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """Write ``data`` as JSON atomically: a reader (or a kill) never sees a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=False, default=str)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write text atomically (same guarantee as :func:`write_json`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def new_run_dir(output_dir: Path, experiment: str) -> Path:
+    """A fresh, unique directory for one run."""
+    base = output_dir / experiment / time.strftime("%Y%m%d-%H%M%S")
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    path.mkdir(parents=True)
+    return path
+
+
+def read_run(path: Path) -> dict[str, Any]:
+    """Load a ``run.json`` (a file or its directory) and check the schema version."""
+    path = path / "run.json" if path.is_dir() else path
+    data = json.loads(path.read_text(encoding="utf-8"))
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema not in SUPPORTED_RUN_SCHEMAS:
+        readable = ", ".join(sorted(SUPPORTED_RUN_SCHEMAS))
+        raise ValueError(f"{path}: unsupported result schema {schema!r} (this tuner reads {readable})")
+    return data

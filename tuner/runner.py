@@ -1,0 +1,81 @@
+"""``tuner run``: benchmark one configuration on a live engine and write ``run.json``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from tuner.config import Experiment
+from tuner.engine import open_session, resolve_engine_args
+from tuner.environment import environment_record
+from tuner.measure import Workbench, check_active
+from tuner.metrics import flat_metrics
+from tuner.plugin import encode_spec
+from tuner.progress import progress_bars, starting_engine
+from tuner.results import RUN_SCHEMA, new_run_dir, write_json
+from tuner.tables import repetitions_table, telemetry_table
+
+
+def aggregate(repetitions: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Mean, median, min, max and CV of every flat metric over repetitions."""
+    flats = [flat_metrics(r["metrics"]) for r in repetitions]
+    summary = {}
+    for key in flats[0]:
+        values = [f[key] for f in flats if key in f]
+        mean = statistics.fmean(values)
+        summary[key] = {
+            "mean": mean,
+            "median": statistics.median(values),
+            "min": min(values),
+            "max": max(values),
+            "cv": statistics.stdev(values) / mean if len(values) > 1 and mean else 0.0,
+        }
+    return summary
+
+
+def run_experiment(experiment: Experiment, console: Console) -> Path:
+    """Start the engine, prove the strategies active, measure the repetitions, write ``run.json``."""
+    run_dir = new_run_dir(experiment.output_dir, experiment.name)
+    with starting_engine(console, experiment.engine.get("model", "")):
+        session = open_session(
+            experiment.engine, encode_spec(experiment.strategies), streaming=experiment.workload.streaming
+        )
+    try:
+        check_active(session.control({"op": "report"}), experiment.strategies)
+        bench = Workbench(session, experiment)
+        repetitions = []
+        with progress_bars(console) as progress:
+            bench.warm_up()
+            reps = progress.add_task("repetitions", total=experiment.measure.repetitions)
+            for index in range(experiment.measure.repetitions):
+                rep = bench.repetition(progress, label=f"repetition {index + 1}")
+                rep.pop("token_ids")
+                repetitions.append({"index": index, **rep})
+                progress.advance(reps)
+    finally:
+        session.close()
+    record = {
+        "schema": RUN_SCHEMA,
+        "kind": "run",
+        "experiment": experiment.name,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "config": experiment.model_dump(mode="json"),
+        "engine": {
+            "args": resolve_engine_args(experiment.engine),
+            "start_s": session.start_s,
+            "mode": "streaming" if experiment.workload.streaming else "offline",
+        },
+        "environment": environment_record(),
+        "strategies": experiment.strategies,
+        "repetitions": repetitions,
+        "summary": aggregate(repetitions),
+    }
+    path = write_json(run_dir / "run.json", record)
+    console.print(repetitions_table(repetitions, title=f"{experiment.name}: {len(repetitions)} repetitions"))
+    console.print(telemetry_table(repetitions[-1]["processes"], title="GC telemetry per process (last repetition)"))
+    console.print(f"engine start {session.start_s:.1f} s · wrote [bold]{path}[/bold]")
+    return path
