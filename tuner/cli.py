@@ -68,6 +68,24 @@ def run(experiment: ExperimentFile) -> None:
         run_experiment(load_experiment(experiment), console)
 
 
+@app.command()
+def sweep(
+    experiment: ExperimentFile,
+    storage: Annotated[str | None, typer.Option(help="Optuna RDB URL (default: SQLite next to the results)")] = None,
+    resume: Annotated[bool, typer.Option(help="continue an existing study without repeating finished trials")] = False,
+    aa: Annotated[bool, typer.Option("--aa", help="A/A mode: compare the baseline against itself")] = False,
+    study_name: Annotated[str | None, typer.Option(help="default: the experiment name (+ '-aa')")] = None,
+    n_trials: Annotated[int | None, typer.Option(min=1, help="override search.n_trials")] = None,
+) -> None:
+    """Search strategy sets and engine args with Optuna, each trial paired against the baseline."""
+    from tuner.config import load_experiment
+    from tuner.sweep_command import run_sweep
+
+    with user_errors():
+        loaded = load_experiment(experiment)
+        run_sweep(loaded, console, storage=storage, resume=resume, aa=aa, study_name=study_name, n_trials=n_trials)
+
+
 @strategies_app.command("list")
 def strategies_list() -> None:
     """Each strategy, whether it applies to the installed vLLM (and why not), and its parameters."""

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tuner.errors import Problem, UserError
+from tuner.search_space import Range, Search, split_key
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_DIR = Path(__file__).parent / "models"
@@ -104,6 +105,7 @@ class Experiment(_Strict):
     workload: Workload = Workload()
     measure: Measure = Measure()
     strategies: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    search: Search | None = None
     output_dir: Path = Path("results")
 
     @field_validator("strategies", mode="before")
@@ -198,6 +200,8 @@ def load_experiment(path: Path | str) -> Experiment:
     except ValidationError as exc:
         raise UserError(str(path), _problems_from_validation(exc, root)) from None
     problems = check_engine_args(experiment.engine, root) + check_strategies(experiment.strategies, root)
+    if experiment.search is not None:
+        problems += check_search(experiment.search, experiment.engine, root)
     if problems:
         raise UserError(str(path), problems)
     return experiment
@@ -272,4 +276,63 @@ def check_strategies(strategies: dict[str, dict[str, Any]], root: yaml.Node | No
             cls.resolve_params(params)
         except ValueError as exc:
             problems.append(Problem(str(exc), f"strategies.{name}", line))
+    return problems
+
+
+def check_search(search: Search, engine: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
+    """Space keys must name strategies, their parameters or engine args; metrics must exist."""
+    from strategies import strategy_classes
+    from tuner.metrics import METRIC_NAMES
+    from tuner.vllm_env import engine_arg_names
+
+    problems = []
+    classes = strategy_classes()
+    toggles = {k for k in search.space if split_key(k)[1] is None}
+    for key, spec in search.space.items():
+        head, tail = split_key(key)
+        line = _node_line(root, ("search", "space", key))
+        field = f"search.space.{key}"
+        if head == "engine":
+            if tail not in engine_arg_names():
+                problems.append(Problem("not a vLLM engine argument", field, line))
+            elif isinstance(spec, list) and tail in engine and engine[tail] not in spec:
+                problems.append(
+                    Problem(f"the baseline value engine.{tail}={engine[tail]!r} must be a choice", field, line)
+                )
+            continue
+        cls = classes.get(head)
+        if cls is None:
+            problems.append(Problem(f"unknown strategy {head!r} (known: {', '.join(classes)})", field, line))
+            continue
+        verdict = cls().applicable()
+        if not verdict.ok:
+            problems.append(Problem(f"does not apply to the installed vLLM: {verdict.reason}", field, line))
+        elif tail is None:
+            if not isinstance(spec, list) or any(not isinstance(v, bool) for v in spec):
+                problems.append(Problem("a strategy toggle takes a list of true/false", field, line))
+        elif head not in toggles:
+            problems.append(Problem(f"add `{head}: [false, true]` to the space to search its parameters", field, line))
+        else:
+            param = next((p for p in cls.params if p.name == tail), None)
+            if param is None:
+                problems.append(Problem(f"strategy {head!r} has no parameter {tail!r}", field, line))
+                continue
+            values = [spec.low, spec.high] if isinstance(spec, Range) else spec
+            for value in values:
+                try:
+                    param.validate(int(value) if param.kind == "int" and isinstance(value, float) else value)
+                except ValueError as exc:
+                    problems.append(Problem(str(exc), field, line))
+    named = [("objectives", i, o.metric) for i, o in enumerate(search.objectives)]
+    named += [("constraints", i, c.metric) for i, c in enumerate(search.constraints)]
+    for section, index, metric in named:
+        if metric not in METRIC_NAMES:
+            line = _node_line(root, ("search", section, index, "metric"))
+            problems.append(
+                Problem(
+                    f"unknown metric {metric!r} (known: {', '.join(METRIC_NAMES)})",
+                    f"search.{section}[{index}].metric",
+                    line,
+                )
+            )
     return problems

@@ -58,7 +58,7 @@ def summarize(timings: list[RequestTiming], wall_s: float) -> dict[str, Any]:
 # Flat metric names used by objectives, constraints and reports: "ttft_ms.p99" -> "ttft_p99_ms".
 def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
     flat = {k: float(v) for k, v in summary.items() if isinstance(v, (int, float))}
-    for family in ("ttft", "tpot", "itl", "e2e"):
+    for family in LATENCY_FAMILIES:
         for stat, value in summary[f"{family}_ms"].items():
             if value is not None:
                 flat[f"{family}_{stat}_ms"] = float(value)
@@ -66,3 +66,7 @@ def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
 
 
 HIGHER_IS_BETTER = {"requests_per_s", "output_tokens_per_s", "total_tokens_per_s"}
+LATENCY_FAMILIES = ("ttft", "tpot", "itl", "e2e")
+METRIC_NAMES = sorted(HIGHER_IS_BETTER) + [
+    f"{family}_{stat}_ms" for family in LATENCY_FAMILIES for stat in ("mean", "p50", "p90", "p99")
+]

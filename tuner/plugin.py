@@ -44,6 +44,7 @@ class ProcessState:
     """Everything the plugin keeps in one process: roles, active strategies, telemetry."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
         self.requested: dict[str, dict[str, Any]] = dict(spec.get("strategies", {}))
         self.installable = sorted(set(spec.get("install", [])) | set(self.requested))
         self.contexts: dict[Role, ProcessContext] = {}
@@ -69,6 +70,11 @@ class ProcessState:
             strategy = get_strategy(name)
             if name not in self.active and role in strategy.roles:
                 self._apply(strategy, self.contexts[role], params)
+        if role is Role.FRONTEND and self.spec.get("control_port"):
+            # A server front-end (`vllm serve`) is reached over a loopback control endpoint.
+            from tuner.control_server import start_control_server
+
+            start_control_server(self, owner, int(self.spec["control_port"]))
 
     def _apply(self, strategy: Strategy, ctx: ProcessContext, params: dict[str, Any]) -> None:
         if strategy.name in self.errors:

@@ -1,0 +1,184 @@
+"""The ``search:`` section of an experiment, and how one Optuna trial becomes a configuration.
+
+Space keys (values are a list of choices, or ``{low, high, log?, step?}`` for a numeric range):
+
+- ``<strategy>: [false, true]``: whether the strategy is in the set (the baseline has it off);
+- ``<strategy>.<param>``: one of its parameters, suggested only in trials that include the strategy;
+- ``engine.<arg>``: a vLLM engine argument (a change restarts the engine; strategies switch in place).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tuner.metrics import HIGHER_IS_BETTER
+
+Scalar = bool | int | float | str
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Range(_Strict):
+    low: float
+    high: float
+    log: bool = False
+    step: float | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if self.low >= self.high:
+            raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
+        if self.log and self.low <= 0:
+            raise ValueError("a log range needs low > 0")
+        return self
+
+
+class Objective(_Strict):
+    metric: str
+    direction: Literal["maximize", "minimize"] | None = None
+
+    @property
+    def resolved_direction(self) -> Literal["maximize", "minimize"]:
+        return self.direction or ("maximize" if self.metric in HIGHER_IS_BETTER else "minimize")
+
+
+class Constraint(_Strict):
+    metric: str
+    max: float | None = None
+    min: float | None = None
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> Constraint:
+        if (self.max is None) == (self.min is None):
+            raise ValueError("give exactly one of max or min")
+        return self
+
+    def violation(self, value: float) -> float:
+        """Optuna's convention: <= 0 is feasible."""
+        return value - self.max if self.max is not None else self.min - value  # type: ignore[operator]
+
+
+class Pairs(_Strict):
+    min: int = Field(6, ge=2, description="pairs before the first verdict (the rank test needs >= 6)")
+    max: int = Field(12, ge=2)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Pairs:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must not exceed max ({self.max})")
+        return self
+
+
+class Search(_Strict):
+    space: dict[str, list[Scalar] | Range] = Field(min_length=1)
+    objectives: list[Objective] = Field(default_factory=lambda: [Objective(metric="output_tokens_per_s")], min_length=1)
+    constraints: list[Constraint] = Field(default_factory=list)
+    sampler: Literal["auto", "grid", "tpe", "nsga2", "random"] = "auto"
+    n_trials: int | None = Field(None, ge=1, description="default: the whole grid, else 20")
+    timeout_s: float | None = Field(None, gt=0)
+    seed: int = 0
+    pruner: Literal["none", "median"] = "none"
+    pairs: Pairs = Pairs()
+    resolution: float = Field(0.02, gt=0, lt=1, description="stop pairing once the CI is narrower than this")
+
+    @model_validator(mode="after")
+    def _choices_not_empty(self) -> Search:
+        for key, value in self.space.items():
+            if isinstance(value, list) and not value:
+                raise ValueError(f"space.{key}: give at least one choice")
+        if self.sampler == "grid" and any(isinstance(v, Range) for v in self.space.values()):
+            raise ValueError("the grid sampler needs a list of choices for every space entry, not a range")
+        return self
+
+    @property
+    def categorical(self) -> bool:
+        return all(isinstance(v, list) for v in self.space.values())
+
+
+class TrialConfig(BaseModel):
+    """What one trial runs: a strategy set and engine-arg overrides."""
+
+    model_config = ConfigDict(frozen=True)
+    strategies: dict[str, dict[str, Any]]
+    engine: dict[str, Any]
+
+
+def split_key(key: str) -> tuple[str, str | None]:
+    """``"gc_threshold.k"`` -> ``("gc_threshold", "k")``; ``"engine.max_num_seqs"`` likewise."""
+    head, _, tail = key.partition(".")
+    return head, tail or None
+
+
+def config_from_params(params: dict[str, Any]) -> TrialConfig:
+    """The configuration a set of Optuna params stands for (absent toggles mean off)."""
+    strategies: dict[str, dict[str, Any]] = {}
+    engine: dict[str, Any] = {}
+    for key, value in params.items():
+        head, tail = split_key(key)
+        if head == "engine" and tail:
+            engine[tail] = value
+        elif tail is None and value is True:
+            strategies.setdefault(head, {})
+    for key, value in params.items():
+        head, tail = split_key(key)
+        if head != "engine" and tail and head in strategies:
+            strategies[head][tail] = value
+    return TrialConfig(strategies=strategies, engine=engine)
+
+
+def suggest(trial: Any, space: dict[str, list[Scalar] | Range]) -> dict[str, Any]:
+    """Ask ``trial`` for every space entry; a strategy's parameters only when it is switched on."""
+
+    def ask(key: str, spec: list[Scalar] | Range) -> Any:
+        if isinstance(spec, list):
+            return trial.suggest_categorical(key, spec)
+        integral = all(float(v).is_integer() for v in (spec.low, spec.high, spec.step or 1))
+        if integral:
+            return trial.suggest_int(key, int(spec.low), int(spec.high), step=int(spec.step or 1), log=spec.log)
+        return trial.suggest_float(key, spec.low, spec.high, step=spec.step, log=spec.log)
+
+    params: dict[str, Any] = {}
+    toggles = {k for k in space if split_key(k)[1] is None}
+    for key in sorted(space, key=lambda k: (split_key(k)[1] is not None, k)):
+        head, tail = split_key(key)
+        if tail and head != "engine" and head in toggles and params.get(head) is not True:
+            continue
+        params[key] = ask(key, space[key])
+    return params
+
+
+def grid(space: dict[str, list[Scalar] | Range]) -> list[dict[str, Any]]:
+    """Every distinct configuration of a categorical space, as Optuna params (no duplicates)."""
+    keys = sorted(space)
+    seen: set[str] = set()
+    points = []
+    for values in itertools.product(*(space[k] for k in keys)):  # type: ignore[misc]
+        params = dict(zip(keys, values, strict=True))
+        toggles = {k for k in keys if split_key(k)[1] is None}
+        params = {
+            k: v
+            for k, v in params.items()
+            if not (split_key(k)[1] and split_key(k)[0] in toggles and params[split_key(k)[0]] is not True)
+        }
+        marker = repr(sorted(params.items()))
+        if marker not in seen:
+            seen.add(marker)
+            points.append(params)
+    return points
+
+
+def baseline_params(space: dict[str, list[Scalar] | Range], engine: dict[str, Any]) -> dict[str, Any]:
+    """The Optuna params of vLLM as installed: every toggle off, engine args as the experiment sets them."""
+    params: dict[str, Any] = {}
+    for key in space:
+        head, tail = split_key(key)
+        if tail is None:
+            params[key] = False
+        elif head == "engine" and tail in engine:
+            params[key] = engine[tail]
+    return params

@@ -1,0 +1,415 @@
+"""``tuner sweep``: an Optuna study over strategy sets and engine args, measured in pairs on live engines.
+
+- The baseline (vLLM as installed, no strategies) is enqueued first; every trial is paired against the
+  reference arm (no strategies) on the same engine, so host drift cancels.
+- Trials that differ only in switchable strategies share one engine; it restarts only when engine args change.
+- Storage is any Optuna RDB URL (SQLite under the experiment's results by default, PostgreSQL for many
+  workers); ``resume`` continues a study without repeating finished trials.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import optuna
+from rich.console import Console
+from rich.progress import Progress
+
+from tuner.config import Experiment
+from tuner.engine import EngineSession, open_session
+from tuner.environment import environment_record
+from tuner.errors import UserError
+from tuner.measure import Workbench
+from tuner.metrics import HIGHER_IS_BETTER
+from tuner.pairing import Arms, measure_pairs
+from tuner.plugin import encode_spec
+from tuner.progress import progress_bars
+from tuner.search_space import Pairs, Search, baseline_params, config_from_params, grid, split_key, suggest
+from tuner.stats import unpaired_ratio
+
+SWEEP_SCHEMA = "tuner.sweep/1"
+DEFAULT_TRIALS = 20
+BASELINE_ATTR = "baseline"
+
+
+def default_storage(experiment: Experiment) -> str:
+    path = experiment.output_dir / experiment.name / "study.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path.resolve()}"
+
+
+def make_storage(url: str) -> optuna.storages.RDBStorage:
+    """RDB storage with heartbeats, so a dead worker's trial is failed and retried (at most twice)."""
+    try:
+        return optuna.storages.RDBStorage(
+            url,
+            heartbeat_interval=10,
+            grace_period=60,
+            failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=2),
+        )
+    except Exception as exc:  # unreachable server, corrupt or foreign database, bad URL
+        raise UserError.single(url, f"cannot open the study storage: {exc}") from None
+
+
+def uses_grid(search: Search) -> bool:
+    if search.sampler == "grid":
+        return True
+    return search.sampler == "auto" and search.categorical and len(grid(search.space)) <= (search.n_trials or 64)
+
+
+def make_sampler(search: Search) -> optuna.samplers.BaseSampler:
+    def constraints(trial: optuna.trial.FrozenTrial) -> list[float]:
+        return list(trial.user_attrs.get("constraints", [0.0]))
+
+    if uses_grid(search) or search.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=search.seed)  # grid points are enqueued; nothing is sampled
+    if search.sampler == "nsga2" or (search.sampler == "auto" and len(search.objectives) > 1):
+        return optuna.samplers.NSGAIISampler(seed=search.seed, constraints_func=constraints)
+    return optuna.samplers.TPESampler(seed=search.seed, constraints_func=constraints)
+
+
+def open_study(experiment: Experiment, storage_url: str, *, resume: bool, study_name: str) -> optuna.Study:
+    search = _search(experiment)
+    storage = make_storage(storage_url)
+    exists = study_name in {s.study_name for s in optuna.get_all_study_summaries(storage)}
+    if exists and not resume:
+        raise UserError.single(
+            storage_url,
+            f"study {study_name!r} already exists: add --resume to continue it, "
+            "or remove the study / pick another --study-name",
+        )
+    pruner = (
+        optuna.pruners.MedianPruner(n_startup_trials=2) if search.pruner == "median" else optuna.pruners.NopPruner()
+    )
+    return optuna.create_study(
+        study_name=study_name,
+        storage=storage,
+        sampler=make_sampler(search),
+        pruner=pruner,
+        directions=[o.resolved_direction for o in search.objectives],
+        load_if_exists=True,
+    )
+
+
+def _search(experiment: Experiment) -> Search:
+    if experiment.search is None:
+        raise UserError.single(experiment.name, "the experiment has no `search:` section to sweep", "search")
+    return experiment.search
+
+
+def enqueue_missing(study: optuna.Study, experiment: Experiment, *, aa: bool) -> int:
+    """Queue the baseline (and every grid point) not yet finished or queued; return the trials still to run."""
+    search = _search(experiment)
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING)
+    taken = [
+        t.params or t.system_attrs.get("fixed_params", {}) for t in study.get_trials(deepcopy=False, states=states)
+    ]
+    base = baseline_params(search.space, experiment.engine)
+    wanted = [base]
+    if uses_grid(search) and not aa:
+        wanted += [p for p in grid(search.space) if p != base]
+    for params in wanted:
+        if params not in taken:
+            study.enqueue_trial(params, user_attrs={BASELINE_ATTR: params == base})
+            taken.append(params)
+    done = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+    total = len(wanted) if uses_grid(search) and not aa else (search.n_trials or DEFAULT_TRIALS)
+    return max(total - done, 0)
+
+
+class Sweep:
+    """Runs the trials of one study, reusing the engine while its args stay the same."""
+
+    def __init__(self, experiment: Experiment, study: optuna.Study, console: Console, *, aa: bool = False) -> None:
+        self.experiment = experiment
+        self.search = _search(experiment)
+        self.study = study
+        self.console = console
+        self.aa = aa
+        self.session: EngineSession | None = None
+        self.bench: Workbench | None = None
+        self.engine_args: dict[str, Any] | None = None
+        self.start_s: list[float] = []
+        self.switch_s: list[float] = []
+        self.installable = sorted({split_key(k)[0] for k in self.search.space if split_key(k)[0] != "engine"})
+
+    def _workbench(self, engine_overrides: dict[str, Any]) -> Workbench:
+        wanted = {**self.experiment.engine, **engine_overrides}
+        if self.bench is None or wanted != self.engine_args:
+            self.close()
+            self.session = open_session(
+                wanted, encode_spec({}, self.installable), streaming=self.experiment.workload.streaming
+            )
+            self.start_s.append(self.session.start_s)
+            self.engine_args = wanted
+            self.bench = Workbench(self.session, self.experiment)
+            self.bench.warm_up()
+        return self.bench
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+        self.session = self.bench = None
+
+    def objective(self, trial: optuna.Trial, progress: Progress) -> list[float]:
+        is_baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
+        params = suggest(trial, self.search.space)
+        config = config_from_params({} if self.aa else params)
+        trial.set_user_attr("aa", self.aa and not is_baseline)
+        trial.set_user_attr("strategies", config.strategies)
+        trial.set_user_attr("engine", config.engine)
+        task = progress.add_task(
+            f"trial {trial.number}" + (" (baseline)" if is_baseline else ""), total=self.search.pairs.max
+        )
+        try:
+            bench = self._workbench(config.engine)
+            # The baseline trial only needs its own repetitions: the minimum number of pairs.
+            pairs = Pairs(min=self.search.pairs.min, max=self.search.pairs.min) if is_baseline else self.search.pairs
+            arms = measure_pairs(
+                bench,
+                config.strategies,
+                pairs,
+                self.search.objectives[0],
+                self.search.resolution,
+                seed=self.search.seed + trial.number,
+                on_pair=self._pair_callback(trial, progress, task, prunable=not is_baseline),
+            )
+        except KeyboardInterrupt:
+            trial.set_user_attr("failure", "interrupted")
+            raise
+        except optuna.TrialPruned:
+            raise
+        except Exception as exc:
+            trial.set_user_attr("failure", f"{type(exc).__name__}: {exc}")
+            self.close()  # an engine in an unknown state is not reused
+            raise
+        finally:
+            progress.remove_task(task)
+        self.switch_s += arms.switch_s
+        return self._record(trial, arms, is_baseline)
+
+    def _pair_callback(
+        self, trial: optuna.Trial, progress: Progress, task: Any, *, prunable: bool
+    ) -> Callable[[int, Any], bool]:
+        def on_pair(done: int, estimate: Any) -> bool:
+            progress.update(task, completed=done)
+            if estimate is None or not prunable or len(self.search.objectives) > 1:
+                return False
+            trial.report(estimate.ratio, step=done)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned after {done} pairs")
+            return False
+
+        return on_pair
+
+    def _record(self, trial: optuna.Trial, arms: Arms, is_baseline: bool) -> list[float]:
+        medians = arms.medians("trial")
+        ratios = (
+            {}
+            if is_baseline
+            else {
+                metric: arms.ratio(metric, self.search.resolution).to_dict()
+                for metric in {o.metric for o in self.search.objectives} | {c.metric for c in self.search.constraints}
+            }
+        )
+        violations = [c.violation(medians[c.metric]) for c in self.search.constraints]
+        trial.set_user_attr("metrics", medians)
+        trial.set_user_attr("arms", {"reference": arms.reference, "trial": arms.trial})
+        trial.set_user_attr("ratios", ratios)
+        trial.set_user_attr("constraints", violations or [0.0])
+        trial.set_user_attr("feasible", all(v <= 0 for v in violations))
+        trial.set_user_attr("verdict", ratios[self.search.objectives[0].metric]["verdict"] if ratios else None)
+        trial.set_user_attr("switch_s", arms.switch_s)
+        trial.set_user_attr("token_ids_match", arms.token_ids_match)
+        trial.set_user_attr("telemetry", _compact(arms.telemetry))
+        return [medians[o.metric] for o in self.search.objectives]
+
+    def run(self, n_trials: int) -> None:
+        with progress_bars(self.console) as progress:
+            study_task = progress.add_task("study", total=n_trials)
+
+            def objective(trial: optuna.Trial) -> list[float]:
+                try:
+                    return self.objective(trial, progress)
+                finally:
+                    progress.advance(study_task)
+
+            try:
+                self.study.optimize(
+                    objective,
+                    n_trials=n_trials,
+                    timeout=self.search.timeout_s,
+                    catch=(Exception,),
+                    gc_after_trial=False,
+                )
+            finally:
+                self.close()
+
+
+def _compact(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keep = ("pid", "process_name", "roles", "active", "errors", "counters", "gc")
+    return [{k: p[k] for k in keep if k in p} for p in processes]
+
+
+# ------------------------------------------------------------------------------------------- summary
+
+
+def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | None) -> dict[str, Any]:
+    """The study as plain data (schema ``tuner.sweep/1``), read back from storage."""
+    search = _search(experiment)
+    trials = study.get_trials(deepcopy=False)
+    baseline = next(
+        (t for t in trials if t.user_attrs.get(BASELINE_ATTR) and t.state == optuna.trial.TrialState.COMPLETE), None
+    )
+    rows = [_trial_row(t, baseline, experiment) for t in trials]
+    complete = [r for r in rows if r["state"] == "COMPLETE"]
+    pareto = [t.number for t in study.best_trials if t.user_attrs.get("feasible")] if complete else []
+    summary = {
+        "schema": SWEEP_SCHEMA,
+        "kind": "sweep",
+        "experiment": experiment.name,
+        "study": study.study_name,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "environment": environment_record(),
+        "config": experiment.model_dump(mode="json"),
+        "objectives": [{"metric": o.metric, "direction": o.resolved_direction} for o in search.objectives],
+        "constraints": [c.model_dump(exclude_none=True) for c in search.constraints],
+        "engine_starts": len(sweep.start_s) if sweep else None,
+        "start_s": sweep.start_s if sweep else [],
+        "switch_s": sweep.switch_s if sweep else [],
+        "trials": rows,
+        "pareto": pareto,
+        "importance": _importance(study),
+    }
+    summary["best"] = _best(rows, search)
+    summary["winner"] = winner(rows, summary["best"])
+    if any(r["aa"] for r in rows):
+        estimates = [r for r in complete if r["aa"] and r["verdict"] is not None]
+        significant = sum(r["verdict"] in ("better", "worse") for r in estimates)
+        summary["aa"] = {
+            "comparisons": len(estimates),
+            "significant": significant,
+            "false_positive_rate": significant / len(estimates) if estimates else None,
+        }
+    return summary
+
+
+def _trial_row(
+    trial: optuna.trial.FrozenTrial, baseline: optuna.trial.FrozenTrial | None, experiment: Experiment
+) -> dict[str, Any]:
+    attrs = trial.user_attrs
+    state = "INTERRUPTED" if attrs.get("failure") == "interrupted" else trial.state.name
+    row: dict[str, Any] = {
+        "number": trial.number,
+        "state": state,
+        "is_baseline": bool(attrs.get(BASELINE_ATTR)),
+        "aa": bool(attrs.get("aa")),
+        "strategies": attrs.get("strategies", {}),
+        "engine": attrs.get("engine", {}),
+        "params": trial.params,
+        "values": trial.values,
+        "metrics": attrs.get("metrics", {}),
+        "ratios": attrs.get("ratios", {}),
+        "feasible": attrs.get("feasible"),
+        "verdict": attrs.get("verdict"),
+        "pairs": len(attrs.get("arms", {}).get("trial", [])),
+        "switch_s": attrs.get("switch_s", []),
+        "token_ids_match": attrs.get("token_ids_match"),
+        "repetitions": [{"metrics": m} for m in attrs.get("arms", {}).get("trial", [])],
+        "telemetry": attrs.get("telemetry", []),
+        "failure": attrs.get("failure"),
+    }
+    if baseline is not None and row["engine"] and not row["is_baseline"] and row["metrics"]:
+        first = experiment.search.objectives[0].metric if experiment.search else "output_tokens_per_s"
+        base_values = [m[first] for m in baseline.user_attrs.get("arms", {}).get("trial", [])]
+        values = [m[first] for m in attrs.get("arms", {}).get("trial", [])]
+        if len(base_values) >= 2 and len(values) >= 2:
+            est = unpaired_ratio(values, base_values, higher_is_better=first in HIGHER_IS_BETTER)
+            row["vs_baseline_unpaired"] = {first: est.to_dict()}
+    return row
+
+
+def _best(rows: list[dict[str, Any]], search: Search) -> list[int]:
+    """Feasible trials that significantly beat the baseline, best first by the first objective's ratio."""
+    first = search.objectives[0]
+    winners = [
+        r
+        for r in rows
+        if r["state"] == "COMPLETE" and r["feasible"] and r["verdict"] == "better" and not r["is_baseline"]
+    ]
+    sign = -1 if first.resolved_direction == "maximize" else 1
+    winners.sort(key=lambda r: sign * r["ratios"][first.metric]["ratio"])
+    return [r["number"] for r in winners]
+
+
+def _importance(study: optuna.Study) -> dict[str, float]:
+    try:
+        complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if len(complete) < 3:
+            return {}
+        return dict(optuna.importance.get_param_importances(study, target=lambda t: t.values[0]))
+    except Exception:  # too few or too uniform trials for an importance estimate
+        return {}
+
+
+def winner(rows: list[dict[str, Any]], best: list[int]) -> dict[str, Any]:
+    """The configuration to deploy: the best significant winner, or vLLM as installed when none beats it."""
+    row = next((r for r in rows if r["number"] == best[0]), None) if best else None
+    strategies = row["strategies"] if row else {}
+    engine = row["engine"] if row else {}
+    return {
+        "trial": row["number"] if row else None,
+        "reason": "significantly beats the baseline" if row else "no trial significantly beats the baseline",
+        "strategies": strategies,
+        "engine": engine,
+        "env": f"TUNER_PLUGIN='{encode_spec(strategies)}'",
+    }
+
+
+def write_outputs(summary: dict[str, Any], out_dir: Path) -> list[Path]:
+    """``summary.json``, ``winner.yaml`` and ``winner.env`` (atomic writes)."""
+    import yaml
+
+    from tuner.results import write_json, write_text
+
+    best = summary["winner"]
+    flags = " ".join(_flag(k, v) for k, v in best["engine"].items())
+    env = (
+        f"# {best['reason']} (trial {best['trial']})\n"
+        f"# Enable in production: pip install vllm-hosttune, then\n"
+        f"#   {best['env']} vllm serve MODEL {flags}\n{best['env']}\n"
+    )
+    body = yaml.safe_dump({"strategies": best["strategies"], "engine": best["engine"]}, sort_keys=True)
+    return [
+        write_json(out_dir / "summary.json", summary),
+        write_text(out_dir / "winner.yaml", f"# {best['reason']} (trial {best['trial']})\n{body}"),
+        write_text(out_dir / "winner.env", env),
+    ]
+
+
+def _flag(key: str, value: Any) -> str:
+    name = "--" + key.replace("_", "-")
+    if value is True:
+        return name
+    if value is False:
+        return "--no-" + key.replace("_", "-")
+    return f"{name} {value}"
+
+
+def verdict_line(summary: dict[str, Any]) -> str:
+    aa = summary.get("aa")
+    if aa and aa["comparisons"]:
+        rate = aa["false_positive_rate"]
+        return f"A/A: {aa['significant']} of {aa['comparisons']} comparisons called significant ({rate:.0%})"
+    trials = summary["trials"]
+    starts = summary["engine_starts"]
+    switches = [s for t in trials for s in t["switch_s"]]
+    median_switch = sorted(switches)[len(switches) // 2] if switches else math.nan
+    return (
+        f"{len(trials)} trials, {starts} engine start(s), median switch {median_switch * 1e3:.1f} ms; "
+        f"winner: {summary['winner']['reason']}"
+    )

@@ -1,0 +1,87 @@
+"""Glue for ``tuner sweep``: open the study, queue the baseline (and grid), run, summarise, export."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from tuner.config import Experiment
+from tuner.sweep import (
+    Sweep,
+    default_storage,
+    enqueue_missing,
+    open_study,
+    summarize_study,
+    verdict_line,
+    write_outputs,
+)
+
+
+def run_sweep(
+    experiment: Experiment,
+    console: Console,
+    *,
+    storage: str | None = None,
+    resume: bool = False,
+    aa: bool = False,
+    study_name: str | None = None,
+    n_trials: int | None = None,
+) -> None:
+    name = study_name or (f"{experiment.name}-aa" if aa else experiment.name)
+    study = open_study(experiment, storage or default_storage(experiment), resume=resume, study_name=name)
+    remaining = enqueue_missing(study, experiment, aa=aa)
+    if n_trials is not None:
+        remaining = n_trials
+    sweep = Sweep(experiment, study, console, aa=aa)
+    out_dir = experiment.output_dir / experiment.name / ("sweep-aa" if aa else "sweep")
+    try:
+        if remaining:
+            sweep.run(remaining)
+        else:
+            console.print("nothing left to run: every trial of this study is finished")
+    finally:  # also on Ctrl-C: what finished is summarised and kept
+        summary = summarize_study(study, experiment, sweep)
+        paths = write_outputs(summary, out_dir)
+        console.print(trials_table(summary))
+        console.print(verdict_line(summary))
+        console.print("wrote " + ", ".join(str(p) for p in paths))
+
+
+def trials_table(summary: dict) -> Table:
+    objectives = [o["metric"] for o in summary["objectives"]]
+    table = Table(title=f"{summary['experiment']}: trials against the baseline")
+    for column in (
+        "#",
+        "state",
+        "strategies",
+        "engine",
+        *objectives,
+        "ratio [95% CI]",
+        "p",
+        "pairs",
+        "feasible",
+        "verdict",
+    ):
+        table.add_column(column)
+    for row in summary["trials"]:
+        first = row["ratios"].get(objectives[0]) if row["ratios"] else None
+        ci = f"{first['ratio']:.3f} [{first['ci_low']:.3f}, {first['ci_high']:.3f}]" if first else "-"
+        p = f"{first['p_value']:.3f}" if first and first["p_value"] is not None else "-"
+        strategies = (
+            "baseline"
+            if row["is_baseline"]
+            else (", ".join(f"{k}{v or ''}" for k, v in row["strategies"].items()) or "(none)")
+        )
+        table.add_row(
+            str(row["number"]),
+            row["state"],
+            strategies,
+            ", ".join(f"{k}={v}" for k, v in row["engine"].items()),
+            *[f"{row['metrics'].get(m, float('nan')):.2f}" if row["metrics"] else "-" for m in objectives],
+            ci,
+            p,
+            str(row["pairs"]),
+            str(row["feasible"]),
+            str(row["verdict"] or "-"),
+        )
+    return table
