@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import math
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,13 +46,16 @@ def default_storage(experiment: Experiment) -> str:
 
 def make_storage(url: str) -> optuna.storages.RDBStorage:
     """RDB storage with heartbeats, so a dead worker's trial is failed and retried (at most twice)."""
+    retry = optuna.storages.RetryFailedTrialCallback(max_retry=2)
+    accepted = inspect.signature(optuna.storages.RDBStorage).parameters
+    # Optuna 4.9 renamed the callback; older releases only know the first name.
+    callback = (
+        "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in accepted else "failed_trial_callback"
+    )
     try:
-        return optuna.storages.RDBStorage(
-            url,
-            heartbeat_interval=10,
-            grace_period=60,
-            failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=2),
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(url, heartbeat_interval=10, grace_period=60, **{callback: retry})
     except Exception as exc:  # unreachable server, corrupt or foreign database, bad URL
         raise UserError.single(url, f"cannot open the study storage: {exc}") from None
 
@@ -180,11 +185,13 @@ class Sweep:
             )
         except KeyboardInterrupt:
             trial.set_user_attr("failure", "interrupted")
+            self.console.print(f"[yellow]trial {trial.number} interrupted[/yellow]")
             raise
         except optuna.TrialPruned:
             raise
         except Exception as exc:
             trial.set_user_attr("failure", f"{type(exc).__name__}: {exc}")
+            self.console.print(f"[red]trial {trial.number} failed:[/red] {type(exc).__name__}: {exc}")
             self.close()  # an engine in an unknown state is not reused
             raise
         finally:
@@ -229,6 +236,8 @@ class Sweep:
         return [medians[o.metric] for o in self.search.objectives]
 
     def run(self, n_trials: int) -> None:
+        # The tuner reports each trial itself; Optuna's own log would add a traceback per failed trial.
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
         with progress_bars(self.console) as progress:
             study_task = progress.add_task("study", total=n_trials)
 
@@ -351,7 +360,8 @@ def _importance(study: optuna.Study) -> dict[str, float]:
         complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
         if len(complete) < 3:
             return {}
-        return dict(optuna.importance.get_param_importances(study, target=lambda t: t.values[0]))
+        evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
+        return dict(optuna.importance.get_param_importances(study, evaluator=evaluator, target=lambda t: t.values[0]))
     except Exception:  # too few or too uniform trials for an importance estimate
         return {}
 

@@ -1,0 +1,110 @@
+"""A real sweep through the CLI on the CPU engine: one engine for all trials, Ctrl-C, then --resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from tests.conftest import TINY_ENGINE
+
+pytestmark = pytest.mark.engine
+
+
+def write_experiment(tmp_path: Path) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "e2e",
+                "engine": TINY_ENGINE,
+                "workload": {
+                    "num_prompts": 8,
+                    "input_len": {"dist": "fixed", "value": 8},
+                    "output_len": {"dist": "fixed", "value": 16},
+                },
+                "measure": {"warmup_prompts": 2},
+                "search": {
+                    "space": {
+                        "gc_threshold": [False, True],
+                        "gc_threshold.gen0_per_seq": [64],
+                        "shared_empty_kv_blocks": [False, True],
+                        "shared_empty_kv_blocks.enabled": [False],
+                    },
+                    "objectives": [{"metric": "output_tokens_per_s"}],
+                    "constraints": [{"metric": "itl_p99_ms", "max": 10_000}],
+                    "pairs": {"min": 2, "max": 2},
+                },
+                "output_dir": str(tmp_path / "results"),
+            }
+        )
+    )
+    return path
+
+
+def tuner(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tuner", *args]
+
+
+def trial_states(db: Path) -> list[optuna.trial.FrozenTrial]:
+    if not db.exists():
+        return []
+    try:
+        return optuna.load_study(study_name="e2e", storage=f"sqlite:///{db}").get_trials(deepcopy=False)
+    except Exception:  # the study is being created
+        return []
+
+
+def test_sweep_interrupted_then_resumed_without_duplicates(tmp_path: Path) -> None:
+    path = write_experiment(tmp_path)
+    db = tmp_path / "results" / "e2e" / "study.db"
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.Popen(
+        tuner("sweep", str(path)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # interrupt in the middle of trial 1 (the baseline is trial 0)
+        if any(t.number == 1 and t.state == optuna.trial.TrialState.RUNNING for t in trial_states(db)):
+            break
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("trial 1 never started")
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, output[-3000:]
+    assert "Traceback" not in output
+    summary = json.loads((tmp_path / "results" / "e2e" / "sweep" / "summary.json").read_text())
+    states = {t["number"]: t["state"] for t in summary["trials"]}
+    assert states[0] == "COMPLETE" and states[1] == "INTERRUPTED"
+
+    again = subprocess.run(tuner("sweep", str(path)), capture_output=True, text=True, env=env)
+    assert again.returncode == 2 and "--resume" in again.stderr  # never silently restarts a study
+
+    resumed = subprocess.run(
+        tuner("sweep", str(path), "--resume"), capture_output=True, text=True, env=env, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    summary = json.loads((tmp_path / "results" / "e2e" / "sweep" / "summary.json").read_text())
+    complete = [t for t in summary["trials"] if t["state"] == "COMPLETE"]
+    configs = [json.dumps(t["params"], sort_keys=True) for t in complete]
+    assert len(complete) == 4 and len(set(configs)) == 4  # the whole grid, each point exactly once
+    assert summary["engine_starts"] == 1  # the resumed run did 3 trials on one engine
+    assert all(t["pairs"] == 2 and t["token_ids_match"] for t in complete)
+    for trial in complete:
+        if not trial["is_baseline"]:
+            ratio = trial["ratios"]["output_tokens_per_s"]
+            assert ratio["ci_low"] <= ratio["ratio"] <= ratio["ci_high"]
+            assert trial["verdict"] in {"better", "worse", "no_difference", "inconclusive"}
+    assert all(0 <= s < 5 for s in summary["switch_s"])
+    assert (tmp_path / "results" / "e2e" / "sweep" / "winner.yaml").exists()
+    assert "TUNER_PLUGIN=" in (tmp_path / "results" / "e2e" / "sweep" / "winner.env").read_text()

@@ -1,0 +1,182 @@
+"""The sweep's logic without an engine: search space, queueing, resume, constraints, winner."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+import yaml
+
+from tuner.config import Experiment, load_experiment
+from tuner.errors import UserError
+from tuner.search_space import baseline_params, config_from_params, grid, suggest
+from tuner.sweep import BASELINE_ATTR, _best, enqueue_missing, open_study, summarize_study, winner
+
+SPACE: dict[str, Any] = {
+    "gc_threshold": [False, True],
+    "gc_threshold.gen0_per_seq": [8, 64],
+    "gc_freeze": [False, True],
+}
+
+
+def experiment(tmp_path: Path, **search: Any) -> Experiment:
+    return Experiment.model_validate(
+        {
+            "name": "logic",
+            "engine": {"model": "builtin:opt-tiny", "max_num_seqs": 16},
+            "search": {"space": SPACE, **search},
+            "output_dir": str(tmp_path),
+        }
+    )
+
+
+def test_grid_collapses_parameters_of_switched_off_strategies() -> None:
+    points = grid(SPACE)
+    # gc_threshold off (1) or on with 2 values (2), times gc_freeze off/on: 6 distinct configurations.
+    assert len(points) == 6
+    assert len({repr(sorted(p.items())) for p in points}) == 6
+    assert {"gc_threshold": False, "gc_freeze": False} in points
+    assert all("gc_threshold.gen0_per_seq" not in p for p in points if not p["gc_threshold"])
+
+
+def test_params_map_to_strategy_sets_and_engine_args() -> None:
+    params = {"gc_threshold": True, "gc_threshold.gen0_per_seq": 64, "gc_freeze": False, "engine.max_num_seqs": 32}
+    config = config_from_params(params)
+    assert config.strategies == {"gc_threshold": {"gen0_per_seq": 64}}
+    assert config.engine == {"max_num_seqs": 32}
+    assert baseline_params({**SPACE, "engine.max_num_seqs": [16, 32]}, {"max_num_seqs": 16}) == {
+        "gc_threshold": False,
+        "gc_freeze": False,
+        "engine.max_num_seqs": 16,
+    }
+
+
+def test_suggest_asks_parameters_only_when_the_strategy_is_on() -> None:
+    off = suggest(optuna.trial.FixedTrial({"gc_threshold": False, "gc_freeze": True}), SPACE)
+    assert off == {"gc_threshold": False, "gc_freeze": True}
+    on = suggest(
+        optuna.trial.FixedTrial({"gc_threshold": True, "gc_threshold.gen0_per_seq": 8, "gc_freeze": False}), SPACE
+    )
+    assert on["gc_threshold.gen0_per_seq"] == 8
+
+
+def fake_run(study: optuna.Study, space: dict[str, Any], n: int, value: float = 1.0) -> None:
+    def objective(trial: optuna.Trial) -> float:
+        params = suggest(trial, space)
+        trial.set_user_attr("metrics", {"output_tokens_per_s": value})
+        return value + len(params)
+
+    study.optimize(objective, n_trials=n)
+
+
+def test_grid_is_exhausted_once_and_resume_never_duplicates(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, objectives=[{"metric": "output_tokens_per_s"}])
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study = open_study(exp, storage, resume=False, study_name="s")
+    assert enqueue_missing(study, exp, aa=False) == 6
+    first = study.get_trials(states=(optuna.trial.TrialState.WAITING,))[0]
+    assert first.user_attrs[BASELINE_ATTR] is True  # the baseline runs first
+    fake_run(study, SPACE, 2)  # "interrupted" after two trials
+    with pytest.raises(UserError, match="already exists"):
+        open_study(exp, storage, resume=False, study_name="s")
+    resumed = open_study(exp, storage, resume=True, study_name="s")
+    remaining = enqueue_missing(resumed, exp, aa=False)
+    assert remaining == 4
+    assert len(resumed.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 4  # nothing queued twice
+    fake_run(resumed, SPACE, remaining)
+    done = resumed.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(done) == 6
+    assert sorted(repr(sorted(t.params.items())) for t in done) == sorted(repr(sorted(p.items())) for p in grid(SPACE))
+    assert enqueue_missing(resumed, exp, aa=False) == 0  # grid exhausted
+
+
+def row(number: int, verdict: str | None, feasible: bool, ratio: float, baseline: bool = False) -> dict[str, Any]:
+    est = {"ratio": ratio, "ci_low": ratio * 0.99, "ci_high": ratio * 1.01, "verdict": verdict}
+    return {
+        "number": number,
+        "state": "COMPLETE",
+        "is_baseline": baseline,
+        "feasible": feasible,
+        "verdict": verdict,
+        "ratios": {} if baseline else {"output_tokens_per_s": est},
+        "strategies": {"gc_freeze": {}},
+        "engine": {},
+    }
+
+
+def test_an_infeasible_trial_is_never_best(tmp_path: Path) -> None:
+    search = experiment(tmp_path).search
+    assert search is not None
+    rows = [
+        row(0, None, True, 1.0, baseline=True),
+        row(1, "better", False, 1.30),
+        row(2, "better", True, 1.05),
+        row(3, "no_difference", True, 1.10),
+    ]
+    assert _best(rows, search) == [2]
+    assert winner(rows, [2])["trial"] == 2
+    only_infeasible = [rows[0], rows[1], rows[3]]
+    nothing = winner(only_infeasible, _best(only_infeasible, search))
+    assert nothing["trial"] is None and nothing["strategies"] == {}
+    assert "no trial" in nothing["reason"]
+
+
+def test_summary_reads_verdicts_and_constraints_back_from_storage(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, constraints=[{"metric": "itl_p99_ms", "max": 50}])
+    study = open_study(exp, f"sqlite:///{tmp_path / 'c.db'}", resume=False, study_name="c")
+    enqueue_missing(study, exp, aa=False)
+
+    def objective(trial: optuna.Trial) -> float:
+        suggest(trial, SPACE)
+        baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
+        feasible = trial.number % 2 == 0
+        trial.set_user_attr("feasible", feasible)
+        trial.set_user_attr("verdict", None if baseline else "better")
+        trial.set_user_attr("ratios", {} if baseline else {"output_tokens_per_s": {"ratio": 1 + trial.number / 100}})
+        return 1.0 + trial.number
+
+    study.optimize(objective, n_trials=6)
+    summary = summarize_study(study, exp, None)
+    assert summary["schema"] == "tuner.sweep/1"
+    assert len(summary["trials"]) == 6 and summary["trials"][0]["is_baseline"]
+    best = summary["best"]
+    assert best and all(summary["trials"][n]["feasible"] for n in best)
+    assert summary["winner"]["trial"] == best[0] == 4  # the largest feasible ratio
+    assert math.isfinite(summary["trials"][4]["values"][0])
+
+
+@pytest.mark.parametrize(
+    ("space", "message"),
+    [
+        ({"no_such": [False, True]}, "unknown strategy"),
+        ({"gc_threshold.gen0_per_seq": [8]}, "add `gc_threshold: [false, true]`"),
+        ({"gc_threshold": [False, True], "gc_threshold.nope": [1]}, "has no parameter"),
+        ({"gc_threshold": [False, True], "gc_threshold.gen0_per_seq": [-5]}, "must be >= 0"),
+        ({"gc_threshold": ["yes"]}, "toggle takes a list of true/false"),
+        ({"engine.max_num_seq": [16]}, "not a vLLM engine argument"),
+        ({"engine.max_num_seqs": [32, 64]}, "baseline value"),
+        ({"sampler_copy_elision": [False, True]}, "does not apply"),
+    ],
+)
+def test_bad_search_space_is_refused_with_the_line(tmp_path: Path, space: dict[str, Any], message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {"name": "bad", "engine": {"model": "builtin:opt-tiny", "max_num_seqs": 16}, "search": {"space": space}},
+            sort_keys=False,
+        )
+    )
+    with pytest.raises(UserError) as info:
+        load_experiment(path)
+    text = str(info.value)
+    assert message in text and "search.space." in text and f"{path}:" in text
+
+
+def test_unknown_objective_metric_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: bad\nsearch:\n  space: {gc_freeze: [false, true]}\n  objectives:\n    - metric: speed\n")
+    with pytest.raises(UserError, match=r"bad.yaml:5: search.objectives\[0\].metric: unknown metric 'speed'"):
+        load_experiment(path)
