@@ -27,13 +27,19 @@ APPLICABLE = sorted(name for name, cls in strategy_classes().items() if cls().ap
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[Workbench]:
-    experiment = Experiment.model_validate({
-        "name": "engine-test",
-        "engine": TINY_ENGINE,
-        "workload": {"num_prompts": NUM_PROMPTS, "input_len": {"dist": "uniform", "low": 4, "high": 20},
-                     "output_len": {"dist": "fixed", "value": OUTPUT_LEN}, "seed": 3},
-        "measure": {"warmup_prompts": 4},
-    })
+    experiment = Experiment.model_validate(
+        {
+            "name": "engine-test",
+            "engine": TINY_ENGINE,
+            "workload": {
+                "num_prompts": NUM_PROMPTS,
+                "input_len": {"dist": "uniform", "low": 4, "high": 20},
+                "output_len": {"dist": "fixed", "value": OUTPUT_LEN},
+                "seed": 3,
+            },
+            "measure": {"warmup_prompts": 4},
+        }
+    )
     session = open_session(experiment.engine, encode_spec({}, APPLICABLE), streaming=False)
     try:
         workbench = Workbench(session, experiment)
