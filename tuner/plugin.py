@@ -28,6 +28,7 @@ from typing import Any
 from strategies import ProcessContext, Role, Strategy
 from strategies import get as get_strategy
 from tuner.gc_probe import GcProbe
+from tuner.interleave_engine import StepInterleaver
 
 ENV_VAR = "TUNER_PLUGIN"
 CONTROL_METHOD = "tuner_control"
@@ -51,6 +52,7 @@ class ProcessState:
         self.active: dict[str, dict[str, Any]] = {}
         self.errors: dict[str, str] = {}
         self.probe = GcProbe()
+        self.interleaver = StepInterleaver(self)
 
     def install(self) -> None:
         self.probe.install()
@@ -123,17 +125,36 @@ class ProcessState:
         }
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Serve one control request: ``{"op": "report"|"reset"|"switch", ...}``."""
+        """Serve one control request: ``{"op": "report"|"reset"|"switch"|"interleave_*", ...}``."""
         op = request.get("op")
+        interleave = None
         if op == "switch":
             self.switch(request["strategies"])
+        elif op in {"interleave_start", "interleave_drain", "interleave_stop"}:
+            interleave = self._interleave(op, request)
         elif op == "reset":
             self.probe.reset()
             for name in self.installable:
                 get_strategy(name).counters.clear()
         elif op != "report":
             raise ValueError(f"unknown tuner control op {op!r}")
-        return self.report()
+        report = self.report()
+        if interleave is not None:
+            report["interleave"] = interleave
+        return report
+
+    def _interleave(self, op: str, request: dict[str, Any]) -> dict[str, Any] | None:
+        """Step-level A/B runs where the steps are: in the EngineCore process only."""
+        if Role.ENGINE_CORE not in self.contexts:
+            return None
+        if op == "interleave_start":
+            arms = {"A": request["a"], "B": request["b"]}
+            for name in {*request["a"], *request["b"]}:
+                if not get_strategy(name).step_switchable:
+                    raise ValueError(f"{name} cannot be switched between engine steps: use run-level pairs")
+            self.interleaver.start(arms, int(request["block_steps"]), int(request.get("seed", 0)))
+            return {"started": True}
+        return self.interleaver.drain() if op == "interleave_drain" else self.interleaver.stop()
 
 
 _state: ProcessState | None = None
@@ -192,6 +213,32 @@ def _worker_control(worker: Any, request: dict[str, Any]) -> dict[str, Any]:
     return _state.handle(request)
 
 
+def _wrap_steps(engine_core_cls: type, process: ProcessState) -> None:
+    """Route every engine step through the interleaver, and note each step's scheduled tokens."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    for method in ("step", "step_with_batch_queue"):
+        original = engine_core_cls.__dict__.get(method)
+        if original is None or getattr(original, "_tuner_hooked", False):
+            continue
+
+        def stepped(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            return process.interleaver.around_step(self, lambda: _original(self, *args, **kwargs))
+
+        stepped._tuner_hooked = True  # type: ignore[attr-defined]
+        setattr(engine_core_cls, method, stepped)
+    schedule = Scheduler.schedule
+    if not getattr(schedule, "_tuner_hooked", False):
+
+        def scheduled(self: Any, *args: Any, **kwargs: Any) -> Any:
+            output = schedule(self, *args, **kwargs)
+            self._tuner_scheduled_tokens = output.total_num_scheduled_tokens
+            return output
+
+        scheduled._tuner_hooked = True  # type: ignore[attr-defined]
+        Scheduler.schedule = scheduled  # type: ignore[method-assign]
+
+
 def _install_hooks(process: ProcessState) -> None:
     def ready(role: Role) -> Callable[[Any], None]:
         return lambda owner: process.on_ready(role, getattr(owner, "vllm_config", None), owner)
@@ -203,6 +250,7 @@ def _install_hooks(process: ProcessState) -> None:
     # In-process engines are ready after __init__; a spawned EngineCore loads this plugin from inside its
     # own __init__ (too late to wrap it), so it becomes ready when its busy loop starts.
     _hook(EngineCore, "__init__", ready(Role.ENGINE_CORE))
+    _wrap_steps(EngineCore, process)
     for cls_name in ("EngineCoreProc", "DPEngineCoreProc"):
         if hasattr(core, cls_name):
             _hook(getattr(core, cls_name), "run_busy_loop", ready(Role.ENGINE_CORE), before=True)

@@ -1,0 +1,118 @@
+"""Step-interleaved A/B inside one engine: the analysis on known data, then on the real CPU engine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import TINY_ENGINE
+from tuner.config import Experiment
+from tuner.engine import open_session
+from tuner.interleave import _estimate, block_mean, comparable_batch_size, interleaved_comparison, pair_means
+from tuner.measure import Workbench
+from tuner.plugin import encode_spec
+from tuner.stats import paired_ratio
+
+
+def block(pair: int, arm: str, dt: list[float], running: list[int], tokens: list[int], settle: float = 0.0) -> dict:
+    return {
+        "pair": pair,
+        "arm": arm,
+        "dt": dt,
+        "running": running,
+        "tokens": tokens,
+        "gc_s": [0.0] * len(dt),
+        "settle_s": settle,
+    }
+
+
+def test_only_full_batch_decode_steps_are_compared_and_settle_is_charged() -> None:
+    decode = [8] * 4
+    blocks = [
+        block(0, "A", [0.010, 0.010, 0.010, 0.500], [8, 8, 8, 8], [8, 8, 8, 200], settle=0.004),  # one prefill step
+        block(0, "B", [0.011] * 4, decode, decode),
+        block(1, "B", [0.011, 0.011, 0.011, 0.011], [8, 8, 3, 3], [8, 8, 3, 3]),  # a drain: 2 comparable steps
+        block(1, "A", [0.010] * 4, decode, decode),
+    ]
+    assert comparable_batch_size(blocks) == 8
+    assert block_mean(blocks[0], 8, 2) == pytest.approx((0.030 + 0.004) / 3)
+    assert block_mean(blocks[2], 8, 3) is None  # too few comparable steps: the pair is dropped
+    assert pair_means(blocks, 8, 3) == [(pytest.approx(0.034 / 3), pytest.approx(0.011))]
+
+
+def test_a_known_ratio_is_recovered_from_blocks() -> None:
+    blocks = []
+    for pair in range(30):
+        wobble = 1 + 0.05 * ((pair * 7) % 5 - 2)  # the host's speed drifts between pairs
+        for arm, factor in (("A", 1.0), ("B", 1.03)):
+            blocks.append(block(pair, arm, [0.01 * wobble * factor] * 16, [8] * 16, [8] * 16))
+    result = _estimate(blocks, 16, 0.01)
+    assert result.estimate is not None
+    assert result.estimate.ratio == pytest.approx(1.03, rel=1e-6)
+    assert result.estimate.verdict == "worse"  # B's steps take longer
+
+
+@pytest.fixture(scope="module")
+def bench() -> Iterator[Workbench]:
+    experiment = Experiment.model_validate(
+        {
+            "name": "interleave-test",
+            "engine": TINY_ENGINE,
+            "workload": {
+                "num_prompts": 16,
+                "input_len": {"dist": "fixed", "value": 8},
+                "output_len": {"dist": "fixed", "value": 160},
+            },
+            "measure": {"warmup_prompts": 4},
+        }
+    )
+    session = open_session(experiment.engine, encode_spec({}, ["step_delay", "gc_threshold"]), streaming=False)
+    try:
+        workbench = Workbench(session, experiment)
+        workbench.warm_up()
+        yield workbench
+    finally:
+        session.close()
+
+
+@pytest.fixture(scope="module")
+def aa_pairs(bench: Workbench) -> list[tuple[float, float]]:
+    """One long A/A interleave (identical arms), reused by the A/A tests."""
+    result = interleaved_comparison(bench, {}, {}, budget_s=70, resolution=1e-6, min_pairs=10_000, seed=1)
+    assert len(result.pairs) >= 100, result.to_dict()
+    return result.pairs
+
+
+@pytest.mark.engine
+def test_identical_arms_estimate_zero_effect(aa_pairs: list[tuple[float, float]]) -> None:
+    estimate = paired_ratio(
+        [b for _, b in aa_pairs], [a for a, _ in aa_pairs], higher_is_better=False, statistic="geomean"
+    )
+    assert estimate.ci_low <= 1.0 <= estimate.ci_high
+    assert estimate.verdict == "no_difference"
+
+
+@pytest.mark.engine
+def test_aa_false_positive_rate_over_20_comparisons(aa_pairs: list[tuple[float, float]]) -> None:
+    size = len(aa_pairs) // 20
+    chunks = [aa_pairs[i * size : (i + 1) * size] for i in range(20)]
+    verdicts = [
+        paired_ratio([b for _, b in c], [a for a, _ in c], higher_is_better=False, statistic="geomean", seed=i).verdict
+        for i, c in enumerate(chunks)
+    ]
+    assert sum(v in ("better", "worse") for v in verdicts) <= 1  # <= 5% of 20
+
+
+@pytest.mark.engine
+def test_a_known_host_delay_is_detected_with_its_size(bench: Workbench, aa_pairs: list[tuple[float, float]]) -> None:
+    step_s = sorted(a for a, _ in aa_pairs)[len(aa_pairs) // 2]
+    delay_s = 0.10 * step_s  # 10% of the median step: resolvable in the CI's time budget on a loaded 2-core box
+    result = interleaved_comparison(
+        bench, {}, {"step_delay": {"delay_ms": delay_s * 1e3}}, budget_s=60, resolution=0.03, seed=2
+    )
+    estimate = result.estimate
+    assert estimate is not None, result.to_dict()
+    true_ratio = 1 + delay_s / (sum(a for a, _ in result.pairs) / len(result.pairs))
+    assert estimate.ci_low <= true_ratio <= estimate.ci_high, (true_ratio, result.to_dict())
+    assert estimate.verdict == "worse", result.to_dict()
