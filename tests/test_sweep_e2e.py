@@ -42,6 +42,7 @@ def write_experiment(tmp_path: Path) -> Path:
                     "objectives": [{"metric": "output_tokens_per_s"}],
                     "constraints": [{"metric": "itl_p99_ms", "max": 10_000}],
                     "pairs": {"min": 2, "max": 2},
+                    "step_budget_s": 8,
                 },
                 "output_dir": str(tmp_path / "results"),
             }
@@ -106,5 +107,10 @@ def test_sweep_interrupted_then_resumed_without_duplicates(tmp_path: Path) -> No
             assert ratio["ci_low"] <= ratio["ratio"] <= ratio["ci_high"]
             assert trial["verdict"] in {"better", "worse", "no_difference", "inconclusive"}
     assert all(0 <= s < 5 for s in summary["switch_s"])
+    # EngineCore-only strategies are judged by step interleaving; the others by paired runs.
+    by_set = {tuple(t["strategies"]): t for t in complete}
+    assert by_set[("shared_empty_kv_blocks",)]["step_interleave"]["steps"] > 0
+    assert by_set[("shared_empty_kv_blocks",)]["ratios"]["output_tokens_per_s"]["source"] == "steps"
+    assert by_set[("gc_threshold",)]["step_interleave"] is None
     assert (tmp_path / "results" / "e2e" / "sweep" / "winner.yaml").exists()
     assert "TUNER_PLUGIN=" in (tmp_path / "results" / "e2e" / "sweep" / "winner.env").read_text()

@@ -12,6 +12,7 @@ import yaml
 
 from tuner.config import Experiment, load_experiment
 from tuner.errors import UserError
+from tuner.pairing import step_interleavable
 from tuner.search_space import baseline_params, config_from_params, grid, suggest
 from tuner.sweep import BASELINE_ATTR, _best, enqueue_missing, open_study, summarize_study, winner
 
@@ -180,3 +181,29 @@ def test_unknown_objective_metric_is_refused(tmp_path: Path) -> None:
     path.write_text("name: bad\nsearch:\n  space: {gc_freeze: [false, true]}\n  objectives:\n    - metric: speed\n")
     with pytest.raises(UserError, match=r"bad.yaml:5: search.objectives\[0\].metric: unknown metric 'speed'"):
         load_experiment(path)
+
+
+def reports(*processes: tuple[int, list[str]]) -> list[dict[str, Any]]:
+    return [{"pid": pid, "roles": roles} for pid, roles in processes]
+
+
+def test_step_interleaving_only_where_it_sees_the_whole_effect() -> None:
+    cpu = reports((1, ["frontend"]), (2, ["engine_core"]), (3, ["worker"]))  # mp executor: worker apart
+    gpu = reports((1, ["frontend"]), (2, ["engine_core", "worker"]))  # uni executor: worker inside EngineCore
+    assert step_interleavable({"shared_empty_kv_blocks": {}}, cpu)  # EngineCore only, switchable per step
+    assert not step_interleavable({"gc_threshold": {}}, cpu)  # also the worker and front-end processes
+    assert not step_interleavable({"gc_threshold": {}}, gpu)  # ... and the front-end is still apart
+    assert not step_interleavable({"gc_freeze": {}}, gpu)  # not switchable between steps
+    assert not step_interleavable({}, cpu)  # nothing to compare
+
+
+def test_step_ratios_are_expressed_per_metric() -> None:
+    from tuner.interleave import InterleaveResult, step_ratio
+    from tuner.stats import paired_ratio
+
+    slower = paired_ratio([1.1] * 8, [1.0] * 8, higher_is_better=False, statistic="geomean")
+    result = InterleaveResult(estimate=slower)
+    assert step_ratio(result, "itl_p99_ms")["ratio"] == pytest.approx(1.1)
+    throughput = step_ratio(result, "output_tokens_per_s")
+    assert throughput["ratio"] == pytest.approx(1 / 1.1) and throughput["verdict"] == "worse"
+    assert step_ratio(InterleaveResult(estimate=None), "itl_p99_ms")["verdict"] == "inconclusive"

@@ -126,3 +126,16 @@ def _estimate(blocks: list[dict[str, Any]], block_steps: int, resolution: float)
             resolution=resolution,
         )
     return InterleaveResult(estimate=estimate, pairs=pairs, steps=sum(len(b["dt"]) for b in blocks), batch_size=size)
+
+
+def step_ratio(result: InterleaveResult, metric: str) -> dict[str, Any]:
+    """A step-time ratio expressed for ``metric``: throughput scales as 1/step time, latency as step time."""
+    from tuner.metrics import HIGHER_IS_BETTER
+
+    if result.estimate is None:
+        return {"ratio": None, "ci_low": None, "ci_high": None, "verdict": "inconclusive", "source": "steps"}
+    est = result.estimate
+    data = est.to_dict()
+    if metric in HIGHER_IS_BETTER:  # the verdict already reads "better" for faster steps
+        data.update(ratio=1 / est.ratio, ci_low=1 / est.ci_high, ci_high=1 / est.ci_low, higher_is_better=True)
+    return {**data, "source": "steps"}

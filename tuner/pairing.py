@@ -29,6 +29,7 @@ class Arms:
     switch_s: list[float] = field(default_factory=list)
     telemetry: list[dict[str, Any]] = field(default_factory=list)  # processes of the last trial-arm repetition
     token_ids_match: bool = True
+    step_result: Any = None  # an InterleaveResult when the verdict came from in-engine step interleaving
 
     def values(self, metric: str, arm: str) -> list[float]:
         return [m[metric] for m in getattr(self, arm)]
@@ -85,3 +86,21 @@ def measure_pairs(
         if estimate is not None and is_settled(estimate, resolution):
             break
     return arms
+
+
+def step_interleavable(strategies: dict[str, dict[str, Any]], reports: list[dict[str, Any]]) -> bool:
+    """Whether in-engine interleaving sees the whole effect: every strategy switches per step and every
+    process it touches is the EngineCore process itself (a uni executor), where the steps are switched."""
+    from strategies import strategy_classes
+
+    if not strategies:
+        return False
+    core_pids = {r["pid"] for r in reports if "engine_core" in r["roles"]}
+    for name in strategies:
+        cls = strategy_classes()[name]
+        if not cls.step_switchable:
+            return False
+        touched = {r["pid"] for r in reports if set(r["roles"]) & {role.value for role in cls.roles}}
+        if not touched <= core_pids:
+            return False
+    return True

@@ -85,6 +85,11 @@ class Search(_Strict):
     pruner: Literal["none", "median"] = "none"
     pairs: Pairs = Pairs()
     resolution: float = Field(0.02, gt=0, lt=1, description="stop pairing once the CI is narrower than this")
+    method: Literal["auto", "runs", "steps"] = Field(
+        "auto", description="runs: paired repetitions; steps: in-engine interleaving; auto: steps where possible"
+    )
+    step_budget_s: float = Field(120, gt=0, description="time budget of one step-interleaved comparison")
+    block_steps: int = Field(16, ge=2, description="engine steps per interleaved block (a multiple of block_size)")
 
     @model_validator(mode="after")
     def _choices_not_empty(self) -> Search:

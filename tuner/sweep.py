@@ -25,9 +25,10 @@ from tuner.config import Experiment
 from tuner.engine import EngineSession, open_session
 from tuner.environment import environment_record
 from tuner.errors import UserError
+from tuner.interleave import interleaved_comparison, step_ratio
 from tuner.measure import Workbench
 from tuner.metrics import HIGHER_IS_BETTER
-from tuner.pairing import Arms, measure_pairs
+from tuner.pairing import Arms, measure_pairs, step_interleavable
 from tuner.plugin import encode_spec
 from tuner.progress import progress_bars
 from tuner.search_space import Pairs, Search, baseline_params, config_from_params, grid, split_key, suggest
@@ -174,6 +175,9 @@ class Sweep:
             bench = self._workbench(config.engine)
             # The baseline trial only needs its own repetitions: the minimum number of pairs.
             pairs = Pairs(min=self.search.pairs.min, max=self.search.pairs.min) if is_baseline else self.search.pairs
+            steps = not is_baseline and self._use_steps(bench, config.strategies)
+            if steps:  # absolute metrics for objectives and SLOs from the minimum pairs; the verdict from steps
+                pairs = Pairs(min=self.search.pairs.min, max=self.search.pairs.min)
             arms = measure_pairs(
                 bench,
                 config.strategies,
@@ -183,6 +187,17 @@ class Sweep:
                 seed=self.search.seed + trial.number,
                 on_pair=self._pair_callback(trial, progress, task, prunable=not is_baseline),
             )
+            if steps:
+                progress.update(task, description=f"trial {trial.number}: step interleaving")
+                arms.step_result = interleaved_comparison(
+                    bench,
+                    {},
+                    config.strategies,
+                    block_steps=self.search.block_steps,
+                    resolution=self.search.resolution,
+                    budget_s=self.search.step_budget_s,
+                    seed=self.search.seed + trial.number,
+                )
         except KeyboardInterrupt:
             trial.set_user_attr("failure", "interrupted")
             self.console.print(f"[yellow]trial {trial.number} interrupted[/yellow]")
@@ -198,6 +213,19 @@ class Sweep:
             progress.remove_task(task)
         self.switch_s += arms.switch_s
         return self._record(trial, arms, is_baseline)
+
+    def _use_steps(self, bench: Workbench, strategies: dict[str, dict[str, Any]]) -> bool:
+        if self.search.method == "runs":
+            return False
+        possible = step_interleavable(strategies, bench.session.control({"op": "report"}))
+        if self.search.method == "steps" and not possible:
+            reason = "not step-switchable, or active outside the EngineCore process"
+            raise UserError.single(
+                self.experiment.name,
+                f"{sorted(strategies)} cannot be compared per step here ({reason}): use method runs or auto",
+                "search.method",
+            )
+        return possible
 
     def _pair_callback(
         self, trial: optuna.Trial, progress: Progress, task: Any, *, prunable: bool
@@ -223,6 +251,9 @@ class Sweep:
                 for metric in {o.metric for o in self.search.objectives} | {c.metric for c in self.search.constraints}
             }
         )
+        if arms.step_result is not None:
+            trial.set_user_attr("step_interleave", arms.step_result.to_dict())
+            ratios = {metric: step_ratio(arms.step_result, metric) for metric in ratios}
         violations = [c.violation(medians[c.metric]) for c in self.search.constraints]
         trial.set_user_attr("metrics", medians)
         trial.set_user_attr("arms", {"reference": arms.reference, "trial": arms.trial})
@@ -331,6 +362,7 @@ def _trial_row(
         "repetitions": [{"metrics": m} for m in attrs.get("arms", {}).get("trial", [])],
         "telemetry": attrs.get("telemetry", []),
         "failure": attrs.get("failure"),
+        "step_interleave": attrs.get("step_interleave"),
     }
     if baseline is not None and row["engine"] and not row["is_baseline"] and row["metrics"]:
         first = experiment.search.objectives[0].metric if experiment.search else "output_tokens_per_s"
