@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from strategies import Param
+from tuner.cli_results import register as register_result_commands
 from tuner.errors import UserError
 
 app = typer.Typer(
@@ -25,6 +26,7 @@ app = typer.Typer(
 )
 strategies_app = typer.Typer(help="Inspect the available strategies.", no_args_is_help=True)
 app.add_typer(strategies_app, name="strategies")
+register_result_commands(app)
 console = Console()
 err_console = Console(stderr=True)
 

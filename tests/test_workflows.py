@@ -1,0 +1,142 @@
+"""The GitHub workflows parse, have the intended shape, and only call `tuner` commands that exist."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = ROOT / ".github" / "workflows"
+TUNER_CALL = re.compile(r"(?:^|[\s;&|(])(?:\S*/)?tuner\s+(?P<args>[^;&|\n]*)")
+
+
+def load_workflow(name: str) -> dict[str, Any]:
+    data = yaml.safe_load((WORKFLOWS / name).read_text())
+    assert isinstance(data, dict), name
+    return data
+
+
+def triggers(workflow: dict[str, Any]) -> dict[str, Any]:
+    on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on:` key as True
+    assert isinstance(on, dict), "expected `on:` as a mapping"
+    return on
+
+
+def steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
+    jobs = workflow.get("jobs")
+    assert isinstance(jobs, dict) and jobs, "no jobs"
+    out = []
+    for job in jobs.values():
+        assert isinstance(job.get("steps"), list) and job["steps"], "a job without steps"
+        out += job["steps"]
+    return out
+
+
+def tuner_calls(workflow: dict[str, Any]) -> list[list[str]]:
+    """The argument lists of every `tuner ...` invocation in the workflow's run scripts."""
+    calls = []
+    for step in steps(workflow):
+        for line in str(step.get("run", "")).splitlines():
+            line = line.split(" #", 1)[0]
+            calls += [shlex.split(m.group("args")) for m in TUNER_CALL.finditer(line)]
+    return calls
+
+
+def command_tree(group: Any) -> dict[str, Any]:
+    """{name: subtree or None} of a click/typer group (typer may vendor its own click: duck-typed)."""
+    return {
+        name: command_tree(cmd) if isinstance(getattr(cmd, "commands", None), dict) else None
+        for name, cmd in group.commands.items()
+    }
+
+
+def known_commands() -> dict[str, Any]:
+    """Commands of the real CLI, plus the result commands `register()` adds (in case cli.py is not wired yet)."""
+    from tuner.cli import app
+    from tuner.cli_results import register
+
+    extra = typer.Typer()
+    register(extra)
+    return {**command_tree(typer.main.get_command(extra)), **command_tree(typer.main.get_command(app))}
+
+
+@pytest.mark.parametrize("name", ["ci.yml", "perf.yml"])
+def test_workflow_parses_with_jobs_and_steps(name: str) -> None:
+    workflow = load_workflow(name)
+    assert workflow.get("name")
+    assert triggers(workflow)
+    assert steps(workflow)
+    for step in steps(workflow):
+        assert "run" in step or "uses" in step, step
+
+
+@pytest.mark.parametrize("name", ["ci.yml", "perf.yml"])
+def test_every_tuner_command_in_the_workflows_exists(name: str) -> None:
+    tree = known_commands()
+    missing = []
+    for args in tuner_calls(load_workflow(name)):
+        words = [a for a in args if not a.startswith("-")]
+        node: dict[str, Any] | None = tree
+        path: list[str] = []
+        for word in words:
+            if node is None:
+                break  # a leaf command: the rest are its arguments
+            path.append(word)
+            if word not in node:
+                missing.append(f"`tuner {' '.join(path)}` (known here: {', '.join(sorted(node))})")
+                break
+            node = node[word]
+        else:
+            if isinstance(node, dict):
+                missing.append(f"`tuner {' '.join(path)}` needs a subcommand: {', '.join(sorted(node))}")
+    assert not missing, f"{name} runs commands the CLI does not have: " + "; ".join(missing)
+
+
+def test_ci_runs_the_readme_test_command_on_both_pythons() -> None:
+    workflow = load_workflow("ci.yml")
+    on = triggers(workflow)
+    assert "push" in on and "pull_request" in on
+    (job,) = workflow["jobs"].values()
+    assert job["runs-on"] == "ubuntu-latest"
+    assert [str(v) for v in job["strategy"]["matrix"]["python-version"]] == ["3.11", "3.12"]
+    assert any(str(s.get("run", "")).strip() == "bash .ci/run" for s in job["steps"])
+    assert (ROOT / ".ci" / "run").is_file()
+
+
+def test_perf_workflow_tracks_benchmarks_noise_aware() -> None:
+    workflow = load_workflow("perf.yml")
+    on = triggers(workflow)
+    assert on["push"]["branches"] == ["main"] and "pull_request" in on and "workflow_dispatch" in on
+    (job,) = workflow["jobs"].values()
+    assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
+    all_steps = job["steps"]
+    scripts = "\n".join(str(s.get("run", "")) for s in all_steps)
+    assert "pip install -q -e '.[gpu]'" in scripts
+    calls = [" ".join(c[:1]) for c in tuner_calls(workflow)]
+    assert calls[:2] == ["sweep", "report"] and "export" in calls
+
+    upload = [s for s in all_steps if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert len(upload) == 1 and upload[0]["uses"].endswith("@v4") and upload[0]["with"]["path"] == "results/"
+
+    bench = [s for s in all_steps if str(s.get("uses", "")).startswith("benchmark-action/github-action-benchmark@")]
+    assert sorted(s["with"]["tool"] for s in bench) == ["customBiggerIsBetter", "customSmallerIsBetter"]
+    exported = set(re.findall(r"-o (\S+)", scripts))
+    for step in bench:
+        options = step["with"]
+        assert step["uses"].endswith("@v1")
+        assert options["output-file-path"] in exported, "the action must read a file `tuner export bench` wrote"
+        # stores (and publishes) only on a push to main
+        for key in ("auto-push", "save-data-file"):
+            assert "STORE" in str(options[key]) or "refs/heads/main" in str(options[key])
+        store = str(job["env"]["STORE"])
+        assert "github.event_name == 'push'" in store and "refs/heads/main" in store
+        assert options["comment-on-alert"] is True
+        assert "pull_request" in str(options["fail-on-alert"])
+        threshold = int(str(options["alert-threshold"]).rstrip("%"))
+        assert threshold >= 124, "the alert threshold must sit above 2x the ±12% run-to-run noise"
