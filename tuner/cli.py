@@ -32,6 +32,7 @@ err_console = Console(stderr=True)
 
 EXIT_BAD_INPUT = 2
 EXIT_NOT_ACTIVE = 3
+EXIT_ENGINE = 4
 EXIT_INTERRUPTED = 130
 
 
@@ -43,6 +44,7 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn the library's expected failures into a message and an exit status (never a traceback)."""
+    from tuner.engine import EngineError
     from tuner.measure import StrategyNotActive
 
     try:
@@ -53,6 +55,8 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except StrategyNotActive as exc:
         fail(str(exc), EXIT_NOT_ACTIVE)
+    except EngineError as exc:
+        fail(str(exc), EXIT_ENGINE)
     except KeyboardInterrupt:
         fail("interrupted", EXIT_INTERRUPTED)
 

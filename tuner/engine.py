@@ -13,11 +13,15 @@ Both are reused across repetitions and trials; :meth:`EngineSession.control` swi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
+
+import psutil
 
 from tuner.config import BUILTIN_DIR, BUILTIN_PREFIX, Sampling
 from tuner.metrics import RequestTiming
@@ -27,6 +31,38 @@ from tuner.vllm_env import import_vllm, set_quiet_env
 from tuner.workload import RequestSpec
 
 Progress = Callable[[int], None]  # called with the number of requests finished so far
+
+
+class EngineError(RuntimeError):
+    """The engine could not start or died; the message says why (vLLM logs the details above it)."""
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _children_since(wall: float) -> list[psutil.Process]:
+    """This process's descendants started at or after ``wall``: the engine's EngineCore and workers.
+
+    multiprocessing's shared resource tracker is left out: it serves the whole Python process, not the engine.
+    """
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.create_time() >= wall - 1.0 and not any("resource_tracker" in a for a in child.cmdline()):
+                found.append(child)
+    return found
+
+
+def _fail_utility_calls(core: Any, error: EngineError) -> None:
+    """Fail the futures of utility calls in flight to a dead engine (vLLM leaves them pending)."""
+    for future in list(getattr(core, "utility_results", {}).values()):
+        with contextlib.suppress(Exception):  # already resolved
+            if not future.done():
+                future.set_exception(error)
 
 
 def resolve_engine_args(engine: dict[str, Any]) -> dict[str, Any]:
@@ -75,10 +111,39 @@ class EngineSession(ABC):
         set_quiet_env()
         os.environ[ENV_VAR] = plugin_spec  # read by the plugin in this process and every child
         self.engine_args = engine_args
-        started = time.perf_counter()
-        self._start()
-        self.start_s = time.perf_counter() - started
+        started, wall = time.perf_counter(), time.time()
         self._run_id = 0
+        try:
+            self._start()
+        except Exception as exc:  # what was spawned must not outlive a failed start
+            self.processes = _children_since(wall)
+            self.kill()
+            raise EngineError(f"the vLLM engine failed to start: {type(exc).__name__}: {exc}") from exc
+        except BaseException:
+            self.processes = _children_since(wall)
+            self.kill()
+            raise
+        self.processes = _children_since(wall)
+        self.start_s = time.perf_counter() - started
+        self.died = threading.Event()
+        self._closing = threading.Event()
+        threading.Thread(target=self._watch, daemon=True, name="tuner-engine-watch").start()
+
+    def _watch(self, poll_s: float = 0.5) -> None:
+        """If an engine process dies, fail whatever waits on it (vLLM's client would wait forever)."""
+        while not self._closing.wait(poll_s):
+            if any(not _alive(p) for p in self.processes):
+                self.died.set()
+                self._wake_waiters(EngineError("an engine process died (killed, or crashed: see vLLM's log above)"))
+                return
+
+    def _wake_waiters(self, error: EngineError) -> None:  # noqa: B027 - sessions with blocking waits override it
+        """Raise ``error`` in every call blocked on the dead engine."""
+
+    def check_alive(self) -> None:
+        """Raise :class:`EngineError` if an engine process has died."""
+        if self.died.is_set():
+            raise EngineError("an engine process died (killed, or crashed: see vLLM's log above)")
 
     @abstractmethod
     def _start(self) -> None: ...
@@ -101,10 +166,27 @@ class EngineSession(ABC):
         """Send ``requests`` at ``offsets`` (seconds); return their timings and the wall time."""
 
     @abstractmethod
-    def close(self) -> None: ...
+    def _stop(self) -> None:
+        """Shut the engine down the polite way."""
+
+    def close(self) -> None:
+        """Stop the engine, then make sure none of its processes is left (also after a crash)."""
+        self._closing.set()
+        try:
+            self._stop()
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL every process the engine started (a watchdog's last resort; idempotent)."""
+        for proc in getattr(self, "processes", []):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(getattr(self, "processes", []), timeout=10)
 
     def control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
         """Send a plugin control request to every process; one report per process (front-end first)."""
+        self.check_alive()
         local = plugin_state()
         reports = [local.handle(request)] if local is not None else []
         return reports + self._engine_control(request)
@@ -141,6 +223,7 @@ class OfflineSession(EngineSession):
         concurrency: int | None = None,
         progress: Progress | None = None,
     ) -> tuple[list[RequestTiming], float]:
+        self.check_alive()
         ids = self._next_ids(len(requests))
         timings = {rid: RequestTiming(len(spec.prompt_token_ids), 0.0) for rid, spec in zip(ids, requests, strict=True)}
         start = time.perf_counter()
@@ -160,11 +243,19 @@ class OfflineSession(EngineSession):
                 progress(finished)
         return list(timings.values()), time.perf_counter() - start
 
-    def close(self) -> None:
+    def _wake_waiters(self, error: EngineError) -> None:
+        # The sync client blocks in get_output() on a queue and in call_utility() on futures.
+        core = getattr(getattr(self, "engine", None), "engine_core", None)
+        _fail_utility_calls(core, error)
+        queue = getattr(core, "outputs_queue", None)
+        if queue is not None:
+            queue.put_nowait(error)
+
+    def _stop(self) -> None:
         engine = getattr(self, "engine", None)
         if engine is not None:
-            engine.engine_core.shutdown()
             self.engine = None
+            engine.engine_core.shutdown()
 
 
 class StreamingSession(EngineSession):
@@ -192,7 +283,13 @@ class StreamingSession(EngineSession):
         concurrency: int | None = None,
         progress: Progress | None = None,
     ) -> tuple[list[RequestTiming], float]:
-        return self._loop.run(self._run(requests, offsets, sampling, concurrency, progress))
+        self.check_alive()
+        try:
+            return self._loop.run(self._run(requests, offsets, sampling, concurrency, progress))
+        except Exception as exc:
+            if self.died.is_set() or type(exc).__name__ == "EngineDeadError":
+                raise EngineError(f"an engine process died while requests were running ({exc!r})") from exc
+            raise
 
     async def _run(
         self,
@@ -223,15 +320,23 @@ class StreamingSession(EngineSession):
         await asyncio.gather(*(one(*item) for item in zip(ids, requests, offsets, timings, strict=True)))
         return timings, time.perf_counter() - start
 
-    def close(self) -> None:
+    def _stop(self) -> None:
         engine = getattr(self, "engine", None)
         if engine is not None:
-            self._loop.run(self._shutdown())
             self.engine = None
-            self._loop.close()
+            try:
+                self._loop.run(self._shutdown(engine))
+            finally:
+                self._loop.close()
 
-    async def _shutdown(self) -> None:
-        self.engine.shutdown()
+    def _wake_waiters(self, error: EngineError) -> None:
+        # AsyncLLM fails its request streams itself once vLLM notices; utility calls it leaves pending.
+        core = getattr(getattr(self, "engine", None), "engine_core", None)
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            self._loop.get_loop().call_soon_threadsafe(_fail_utility_calls, core, error)
+
+    async def _shutdown(self, engine: Any) -> None:
+        engine.shutdown()
 
 
 def open_session(engine_args: dict[str, Any], plugin_spec: str, *, streaming: bool) -> EngineSession:
