@@ -90,6 +90,7 @@ class Search(_Strict):
     )
     step_budget_s: float = Field(120, gt=0, description="time budget of one step-interleaved comparison")
     block_steps: int = Field(16, ge=2, description="engine steps per interleaved block (a multiple of block_size)")
+    trial_timeout_s: float | None = Field(None, gt=0, description="a trial running longer is killed and failed")
 
     @model_validator(mode="after")
     def _choices_not_empty(self) -> Search:

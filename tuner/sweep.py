@@ -9,9 +9,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import inspect
 import math
+import sqlite3
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -45,8 +48,29 @@ def default_storage(experiment: Experiment) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
+def check_sqlite_file(url: str) -> None:
+    """Refuse an existing SQLite file that is corrupt or holds something other than Optuna studies."""
+    if not url.startswith("sqlite:///"):
+        return
+    path = Path(url.removeprefix("sqlite:///"))
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error as exc:
+        raise UserError.single(str(path), f"not a readable SQLite database ({exc}); nothing was changed") from None
+    if tables and "studies" not in tables:
+        raise UserError.single(
+            str(path),
+            "this SQLite file is not an Optuna study database (it holds "
+            f"{', '.join(sorted(tables)[:5])}); nothing was changed",
+        )
+
+
 def make_storage(url: str) -> optuna.storages.RDBStorage:
     """RDB storage with heartbeats, so a dead worker's trial is failed and retried (at most twice)."""
+    check_sqlite_file(url)
     retry = optuna.storages.RetryFailedTrialCallback(max_retry=2)
     accepted = inspect.signature(optuna.storages.RDBStorage).parameters
     # Optuna 4.9 renamed the callback; older releases only know the first name.
@@ -171,6 +195,7 @@ class Sweep:
         task = progress.add_task(
             f"trial {trial.number}" + (" (baseline)" if is_baseline else ""), total=self.search.pairs.max
         )
+        watchdog = _Watchdog(self, self.search.trial_timeout_s)
         try:
             bench = self._workbench(config.engine)
             # The baseline trial only needs its own repetitions: the minimum number of pairs.
@@ -205,11 +230,13 @@ class Sweep:
         except optuna.TrialPruned:
             raise
         except Exception as exc:
-            trial.set_user_attr("failure", f"{type(exc).__name__}: {exc}")
+            reason = f"exceeded the trial time limit of {watchdog.limit_s:g} s" if watchdog.fired else None
+            trial.set_user_attr("failure", reason or f"{type(exc).__name__}: {exc}")
             self.console.print(f"[red]trial {trial.number} failed:[/red] {type(exc).__name__}: {exc}")
             self.close()  # an engine in an unknown state is not reused
             raise
         finally:
+            watchdog.cancel()
             progress.remove_task(task)
         self.switch_s += arms.switch_s
         return self._record(trial, arms, is_baseline)
@@ -288,6 +315,28 @@ class Sweep:
                 )
             finally:
                 self.close()
+
+
+class _Watchdog:
+    """Kills the engine of a trial that runs past its time limit (the trial then fails with that reason)."""
+
+    def __init__(self, sweep: Sweep, limit_s: float | None) -> None:
+        self.limit_s = limit_s or 0.0
+        self.fired = False
+        self._sweep = sweep
+        self._timer = threading.Timer(self.limit_s, self._fire) if limit_s else None
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        if self._sweep.session is not None:
+            self._sweep.session.kill()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 def _compact(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
