@@ -37,6 +37,21 @@ def aggregate(repetitions: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return summary
 
 
+def rss_growth(repetitions: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """RSS per process at the end of the first and the last repetition: memory traded for GC time shows here."""
+    first = {p["process_name"]: p["gc"]["rss_bytes"] for p in repetitions[0]["processes"]}
+    last = {p["process_name"]: p["gc"]["rss_bytes"] for p in repetitions[-1]["processes"]}
+    return {
+        name: {
+            "first_rss_mb": first[name] / 2**20,
+            "last_rss_mb": last[name] / 2**20,
+            "growth_mb": (last[name] - first[name]) / 2**20,
+        }
+        for name in first
+        if name in last
+    }
+
+
 def run_experiment(experiment: Experiment, console: Console) -> Path:
     """Start the engine, prove the strategies active, measure the repetitions, write ``run.json``."""
     run_dir = new_run_dir(experiment.output_dir, experiment.name)
@@ -73,6 +88,7 @@ def run_experiment(experiment: Experiment, console: Console) -> Path:
         "strategies": experiment.strategies,
         "repetitions": repetitions,
         "summary": aggregate(repetitions),
+        "memory": rss_growth(repetitions),
     }
     path = write_json(run_dir / "run.json", record)
     console.print(repetitions_table(repetitions, title=f"{experiment.name}: {len(repetitions)} repetitions"))
