@@ -1,0 +1,196 @@
+"""Fault injection on the real CPU engine: killed engines, failed starts, time limits, bad storage.
+
+A sweep must lose at most the trial in progress, record why it failed, restart the engine, go on, and
+leave no engine process behind.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+import psutil
+import pytest
+import yaml
+from rich.console import Console
+
+from tests.conftest import TINY_ENGINE
+from tuner.config import Experiment, load_experiment
+from tuner.errors import UserError
+from tuner.sweep import Sweep, enqueue_missing, open_study, summarize_study
+
+WORKLOAD = {"num_prompts": 8, "input_len": {"dist": "fixed", "value": 8}, "output_len": {"dist": "fixed", "value": 32}}
+
+
+def experiment(tmp_path: Path, search: dict[str, Any]) -> Experiment:
+    return Experiment.model_validate(
+        {
+            "name": "faults",
+            "engine": TINY_ENGINE,
+            "workload": WORKLOAD,
+            "measure": {"warmup_prompts": 2},
+            "search": search,
+            "output_dir": str(tmp_path),
+        }
+    )
+
+
+def engine_core_processes() -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "EngineCore" in child.name() or any("EngineCore" in part for part in child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def descendants() -> dict[int, str]:
+    """Live child processes, but multiprocessing's resource tracker (it serves the test process itself)."""
+    found = {}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmdline = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if "resource_tracker" not in cmdline:
+            found[child.pid] = cmdline
+    return found
+
+
+def strays(before: dict[int, str]) -> dict[int, str]:
+    time.sleep(1)
+    return {pid: cmd for pid, cmd in descendants().items() if pid not in before}
+
+
+@pytest.mark.engine
+def test_engine_kills_lose_no_finished_trial_and_leave_no_process(tmp_path: Path) -> None:
+    before = descendants()
+    exp = experiment(
+        tmp_path,
+        {
+            "space": {"gc_threshold": [False, True]},
+            "pairs": {"min": 2, "max": 2},
+            "sampler": "random",
+            "method": "runs",
+        },
+    )
+    study = open_study(exp, f"sqlite:///{tmp_path / 'kill.db'}", resume=False, study_name="kill")
+    enqueue_missing(study, exp, aa=True)
+    sweep = Sweep(exp, study, Console(quiet=True), aa=True)
+    stop = threading.Event()
+    kills: list[float] = []
+    finished_at_kill: list[set[int]] = []
+    rng = random.Random(7)
+
+    def killer() -> None:  # SIGKILL a running EngineCore at a random point, three times
+        killed_sessions: list[Any] = []
+        while not stop.is_set() and len(kills) < 3:
+            session = sweep.session
+            if session is None or any(session is s for s in killed_sessions):
+                time.sleep(0.2)
+                continue
+            time.sleep(rng.uniform(0.5, 6))
+            victims = engine_core_processes()
+            if victims and not stop.is_set():
+                killed_sessions.append(session)
+                done = {t.number for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))}
+                finished_at_kill.append(done)
+                for victim in victims:
+                    victim.kill()
+                kills.append(time.monotonic())
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        sweep.run(10)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    trials = study.get_trials()
+    assert len(trials) == 10 and len(kills) >= 1
+    complete = {t.number for t in trials if t.state == optuna.trial.TrialState.COMPLETE}
+    for done in finished_at_kill:
+        assert done <= complete  # no finished trial was lost to a later kill
+    failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+    assert all(t.user_attrs.get("failure") for t in failed)  # each failure says why
+    assert len(failed) == len(kills)  # a kill costs the trial in progress, nothing more
+    summary = summarize_study(study, exp, sweep)
+    assert summary["engine_starts"] == len(kills) + 1  # and one engine restart; the study went on
+    assert strays(before) == {}
+
+
+@pytest.mark.engine
+def test_a_trial_over_its_time_limit_is_failed_and_the_study_goes_on(tmp_path: Path) -> None:
+    before = descendants()
+    exp = experiment(
+        tmp_path,
+        {
+            "space": {"step_delay": [False, True], "step_delay.delay_ms": [400.0]},
+            "pairs": {"min": 2, "max": 2},
+            "trial_timeout_s": 20,
+            "method": "runs",
+        },
+    )
+    study = open_study(exp, f"sqlite:///{tmp_path / 'slow.db'}", resume=False, study_name="slow")
+    sweep = Sweep(exp, study, Console(quiet=True))
+    sweep.run(enqueue_missing(study, exp, aa=False))
+    by_delay = {bool(t.user_attrs.get("strategies")): t for t in study.get_trials()}
+    assert by_delay[False].state == optuna.trial.TrialState.COMPLETE
+    slow = by_delay[True]
+    assert slow.state == optuna.trial.TrialState.FAIL
+    assert "time limit of 20 s" in slow.user_attrs["failure"]
+    assert strays(before) == {}
+
+
+@pytest.mark.engine
+def test_an_engine_that_cannot_start_exits_cleanly(tmp_path: Path) -> None:
+    path = tmp_path / "nokv.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "nokv",
+                "engine": {**TINY_ENGINE, "kv_cache_memory_bytes": 4096},
+                "workload": WORKLOAD,
+                "output_dir": str(tmp_path),
+            }
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "tuner", "run", str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 4, proc.stderr[-2000:]
+    assert "the vLLM engine failed to start" in proc.stderr
+    assert "Traceback" not in proc.stderr.split("error:")[-1]
+
+
+def test_corrupt_and_foreign_study_databases_are_refused_untouched(tmp_path: Path) -> None:
+    exp = load_experiment_text(tmp_path)
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(UserError, match="not a readable SQLite database"):
+        open_study(exp, f"sqlite:///{corrupt}", resume=True, study_name="x")
+    assert corrupt.read_bytes() == b"this is not sqlite" * 100
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE invoices (id INTEGER)")
+    size = foreign.stat().st_size
+    with pytest.raises(UserError, match="not an Optuna study database"):
+        open_study(exp, f"sqlite:///{foreign}", resume=True, study_name="x")
+    assert foreign.stat().st_size == size
+    with pytest.raises(UserError, match="cannot open the study storage"):
+        open_study(exp, "postgresql://nobody@127.0.0.1:1/none", resume=True, study_name="x")
+
+
+def load_experiment_text(tmp_path: Path) -> Experiment:
+    path = tmp_path / "e.yaml"
+    path.write_text("name: e\nsearch:\n  space: {gc_freeze: [false, true]}\n")
+    return load_experiment(path)
