@@ -36,6 +36,7 @@ ENGINE = {
     "max_model_len": 512,
     "enforce_eager": True,
     "gpu_memory_utilization": 0.2,
+    "dtype": "float32",  # 3x faster than bf16 on CPUs without bf16 units
 }
 STRATEGIES = ["gc_threshold", "shared_empty_kv_blocks"]
 

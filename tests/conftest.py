@@ -23,6 +23,7 @@ TINY_ENGINE = {
     "max_model_len": 256,
     "enforce_eager": True,
     "gpu_memory_utilization": 0.2,
+    "dtype": "float32",  # 3x faster than bf16 on CPUs without bf16 units (62 -> 20 ms per step here)
 }
 
 
