@@ -14,6 +14,7 @@ Strategies know vLLM internals; nothing else in the tuner does.
 from __future__ import annotations
 
 import enum
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -52,7 +53,9 @@ class Param:
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{self.name} must be a number, got {value!r}")
-        if self.kind == "int" and not float(value).is_integer():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{self.name} must be a finite number, got {value!r}")
+        if self.kind == "int" and isinstance(value, float) and not value.is_integer():
             raise ValueError(f"{self.name} must be an integer, got {value!r}")
         if self.low is not None and value < self.low:
             raise ValueError(f"{self.name} must be >= {self.low:g}, got {value!r}")

@@ -12,6 +12,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from strategies import Param
@@ -37,7 +38,7 @@ EXIT_INTERRUPTED = 130
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -51,7 +52,7 @@ def user_errors() -> Iterator[None]:
         yield
     except UserError as exc:
         for problem in exc.problems:
-            err_console.print(f"[red]error:[/red] {problem.render(exc.file)}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]error:[/red] {escape(problem.render(exc.file))}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except StrategyNotActive as exc:
         fail(str(exc), EXIT_NOT_ACTIVE)

@@ -15,19 +15,22 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tuner.errors import Problem, UserError
-from tuner.search_space import Range, Search, split_key
+from tuner.search_space import Range, Scalar, Search, split_key, yaml_kind
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_DIR = Path(__file__).parent / "models"
+MAX_TOKENS = 1 << 24  # longer than any model's context
+MAX_PROMPTS = 10_000_000
+MAX_FILE_BYTES = 1 << 20
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class FixedLen(_Strict):
     dist: Literal["fixed"]
-    value: int = Field(ge=1)
+    value: int = Field(ge=1, le=MAX_TOKENS)
 
     @property
     def max(self) -> int:
@@ -36,8 +39,8 @@ class FixedLen(_Strict):
 
 class UniformLen(_Strict):
     dist: Literal["uniform"]
-    low: int = Field(ge=1)
-    high: int = Field(ge=1)
+    low: int = Field(ge=1, le=MAX_TOKENS)
+    high: int = Field(ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformLen:
@@ -52,10 +55,10 @@ class UniformLen(_Strict):
 
 class NormalLen(_Strict):
     dist: Literal["normal"]
-    mean: float = Field(gt=0)
-    std: float = Field(ge=0)
-    low: int = Field(1, ge=1, description="samples are clipped to [low, high]")
-    high: int | None = Field(None, ge=1)
+    mean: float = Field(gt=0, le=MAX_TOKENS)
+    std: float = Field(ge=0, le=MAX_TOKENS)
+    low: int = Field(1, ge=1, le=MAX_TOKENS, description="samples are clipped to [low, high]")
+    high: int | None = Field(None, ge=1, le=MAX_TOKENS)
 
     @property
     def max(self) -> int:
@@ -70,18 +73,20 @@ class Sampling(_Strict):
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0, description="0 disables top-k")
     ignore_eos: bool = True
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=2**63 - 1)
 
 
 class Workload(_Strict):
-    num_prompts: int = Field(64, ge=1)
+    num_prompts: int = Field(64, ge=1, le=MAX_PROMPTS)
     input_len: LengthDist = FixedLen(dist="fixed", value=32)
     output_len: LengthDist = FixedLen(dist="fixed", value=64)
-    rate: float = Field(math.inf, gt=0, description="requests/s; inf submits everything at once (offline)")
+    rate: float = Field(
+        math.inf, gt=0, allow_inf_nan=True, description="requests/s; inf submits everything at once (offline)"
+    )
     arrival: Literal["poisson", "fixed"] = "poisson"
     concurrency: int | None = Field(None, ge=1, description="cap on requests in flight (streams)")
     sampling: Sampling = Sampling()
-    seed: int = 0
+    seed: int = Field(0, ge=0, description="numpy takes no negative seeds")
 
     @field_validator("rate", mode="before")
     @classmethod
@@ -96,7 +101,7 @@ class Workload(_Strict):
 
 class Measure(_Strict):
     repetitions: int = Field(3, ge=1, le=1000)
-    warmup_prompts: int = Field(8, ge=0, description="one untimed batch before the first repetition")
+    warmup_prompts: int = Field(8, ge=0, le=MAX_PROMPTS, description="one untimed batch before the first repetition")
 
 
 class Experiment(_Strict):
@@ -104,7 +109,7 @@ class Experiment(_Strict):
     engine: dict[str, Any] = Field(default_factory=lambda: {"model": "builtin:opt-tiny"})
     workload: Workload = Workload()
     measure: Measure = Measure()
-    strategies: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    strategies: dict[str, dict[str, Scalar | None]] = Field(default_factory=dict)
     search: Search | None = None
     output_dir: Path = Path("results")
 
@@ -114,17 +119,6 @@ class Experiment(_Strict):
         if isinstance(value, dict):
             return {k: ({} if v is None else v) for k, v in value.items()}
         return value
-
-    @model_validator(mode="after")
-    def _lengths_fit(self) -> Experiment:
-        max_len = self.engine.get("max_model_len")
-        if isinstance(max_len, int):
-            needed = self.workload.input_len.max + self.workload.output_len.max
-            if needed > max_len:
-                raise ValueError(
-                    f"input_len + output_len can reach {needed} tokens, more than engine.max_model_len ({max_len})"
-                )
-        return self
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -148,46 +142,127 @@ def _node_line(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None
     return line
 
 
-def _field_name(loc: tuple[int | str, ...]) -> str:
-    # Drop pydantic's union-tag segments (e.g. "uniform") that are not keys in the file.
-    parts = [str(p) for p in loc if p not in {"fixed", "uniform", "normal"}]
-    return ".".join(parts)
+def _locate(loc: tuple[int | str, ...], data: Any, error_type: str) -> tuple[tuple[int | str, ...], str]:
+    """Where a pydantic error is in the file, and its field name (``a.b[0].c``).
+
+    Drops pydantic's own ``loc`` segments (union members, tags, ``[key]``), which are no keys in the file.
+    """
+    kept: list[int | str] = []
+    field = ""
+    node = data
+    for index, key in enumerate(loc):
+        is_index = isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node)
+        if is_index or (isinstance(node, dict) and key in node):
+            node = node[key]
+        elif not (error_type == "missing" and index == len(loc) - 1):  # a missing field is named, not in the file
+            continue
+        kept.append(key)
+        field += f"[{key}]" if is_index else f".{key}" if key != "" else '.""'  # an empty key shows as ""
+    return tuple(kept), field.removeprefix(".")
 
 
-def _problems_from_validation(exc: ValidationError, root: yaml.Node | None) -> list[Problem]:
-    problems = []
+def _problems_from_validation(exc: ValidationError, data: Any, root: yaml.Node | None) -> list[Problem]:
+    problems: list[Problem] = []
     for err in exc.errors():
-        loc = tuple(err["loc"])
-        message = err["msg"].removeprefix("Value error, ")
+        loc, field = _locate(tuple(err["loc"]), data, err["type"])
         if err["type"] == "extra_forbidden":
             message = "unknown key"
-        problems.append(Problem(message, _field_name(loc), _node_line(root, loc)))
+        elif err["loc"][-1:] == ("[key]",):
+            message = f"keys must be strings, got {yaml_kind(err['input'])}"
+        elif err["type"].endswith("_type"):  # "Input should be a valid integer": say what it is instead
+            message = f"{err['msg']}, got {yaml_kind(err['input'])}"
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+        problem = Problem(message, field, _node_line(root, loc))
+        if problem not in problems:
+            problems.append(problem)
     return problems
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate keys; a scalar it cannot convert is a YAML error with a line."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError) as exc:  # e.g. `2001-02-30`
+            what = f"{node.value!r} " if isinstance(node, yaml.ScalarNode) else ""
+            reason = f": {exc}" if isinstance(exc, ValueError) else ""  # the others say nothing useful
+            message = f"cannot read {what}as {node.tag.rpartition(':')[2]}{reason}"
+            raise yaml.constructor.ConstructorError(None, None, message, node.start_mark) from None
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if not isinstance(node, yaml.MappingNode):  # e.g. `!!set 5`: the base class refuses it
+            return super().construct_mapping(node, deep)
+        first_lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may be overridden by design
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = first_lines.get(key)
+            except TypeError:  # an unhashable key: the base class says so
+                continue
+            if first is not None:
+                message = f"duplicate key {key!r} (first on line {first})"
+                raise yaml.constructor.ConstructorError(None, None, message, key_node.start_mark)
+            first_lines[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> Problem:
+    """One line for what PyYAML refused, with the line it refused."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        message = f"YAML does not allow the character {chr(exc.character)!r} ({exc.reason})"
+        return Problem(message, line=text.count("\n", 0, exc.position) + 1)
+    mark = getattr(exc, "problem_mark", None)
+    line = None if mark is None else mark.line + 1
+    reason = ", ".join(part for part in (getattr(exc, "context", None), getattr(exc, "problem", None)) if part)
+    if isinstance(exc, yaml.constructor.ConstructorError):
+        return Problem(reason, line=line)
+    return Problem(f"YAML syntax error: {reason or exc}", line=line)
+
+
+def _parse(text: str) -> tuple[Any, yaml.Node | None]:
+    """The data and the node tree (for line numbers) of one YAML document, parsed once."""
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        return (None if root is None else loader.construct_document(root)), root
+    finally:
+        loader.dispose()
 
 
 def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     """Parse ``path``; return the data and its node tree (for line numbers)."""
     file = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise UserError.single(file, "file not found") from None
     except IsADirectoryError:
         raise UserError.single(file, "is a directory, not an experiment file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError.single(file, f"cannot read: {exc}") from None
+    except OSError as exc:
+        raise UserError.single(file, f"cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise UserError.single(file, f"larger than {MAX_FILE_BYTES >> 20} MiB: not an experiment file")
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        message = f"not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot be decoded"
+        raise UserError.single(file, message, line=raw.count(b"\n", 0, exc.start) + 1) from None
+    try:
+        data, root = _parse(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        reason = getattr(exc, "problem", None) or str(exc)
-        raise UserError.single(file, f"YAML syntax error: {reason}", line=line) from None
+        raise UserError(file, [_yaml_problem(exc, text)]) from None
+    except RecursionError:
+        raise UserError.single(file, "YAML nested too deeply") from None
     if data is None:
-        raise UserError.single(file, "the file is empty")
+        raise UserError.single(file, "no experiment: the file is empty or only comments")
     if not isinstance(data, dict):
-        raise UserError.single(file, f"expected a mapping of keys at the top, got {type(data).__name__}", line=1)
+        message = f"expected a mapping of keys at the top, got {yaml_kind(data)}"
+        raise UserError.single(file, message, line=_node_line(root, ()))
     return data, root
 
 
@@ -198,8 +273,9 @@ def load_experiment(path: Path | str) -> Experiment:
     try:
         experiment = Experiment.model_validate(data)
     except ValidationError as exc:
-        raise UserError(str(path), _problems_from_validation(exc, root)) from None
+        raise UserError(str(path), _problems_from_validation(exc, data, root)) from None
     problems = check_engine_args(experiment.engine, root) + check_strategies(experiment.strategies, root)
+    problems += check_lengths(experiment, root)
     if experiment.search is not None:
         problems += check_search(experiment.search, experiment.engine, root)
     if problems:
@@ -220,18 +296,15 @@ def check_engine_args(engine: dict[str, Any], root: yaml.Node | None) -> list[Pr
             line = _node_line(root, ("engine", key))
             problems.append(Problem(f"not a vLLM engine argument{hint}", f"engine.{key}", line))
     model = engine.get("model")
-    if not isinstance(model, str) or not model:
-        problems.append(
-            Problem(
-                "required: a builtin:NAME, a local model directory or a hub id",
-                "engine.model",
-                _node_line(root, ("engine", "model")),
-            )
-        )
+    expected = "a builtin:NAME, a local model directory or a hub id"
+    if model is None or model == "":
+        problem: str | None = f"required: {expected}"
+    elif not isinstance(model, str):
+        problem = f"expected {expected}, got {yaml_kind(model)}"
     else:
         problem = _check_model(model)
-        if problem:
-            problems.append(Problem(problem, "engine.model", _node_line(root, ("engine", "model"))))
+    if problem:
+        problems.append(Problem(problem, "engine.model", _node_line(root, ("engine", "model"))))
     return problems
 
 
@@ -245,14 +318,37 @@ def _check_model(model: str) -> str | None:
         if name not in builtin_models():
             return f"no bundled model {name!r} (bundled: {', '.join(builtin_models())})"
         return None
-    path = Path(model).expanduser()
-    looks_local = model.startswith((".", "/", "~")) or path.exists()
-    if looks_local:
+    try:
+        path = Path(model).expanduser()
+        if not (model.startswith((".", "/", "~")) or path.exists()):
+            return None  # a hub id
         if not path.is_dir():
-            return f"model directory {model} does not exist"
+            return f"{model} is not a directory" if path.exists() else f"model directory {model} does not exist"
         if not (path / "config.json").is_file():
             return f"model directory {model} has no config.json"
+    except (OSError, RuntimeError, ValueError) as exc:  # a name too long, ~nosuchuser, a NUL byte
+        return f"not a usable model path: {getattr(exc, 'strerror', None) or exc}"
     return None
+
+
+def check_lengths(experiment: Experiment, root: yaml.Node | None) -> list[Problem]:
+    """Prompt plus output must fit ``engine.max_model_len``, and every ``max_model_len`` the search may try."""
+    workload = experiment.workload
+    needed = workload.input_len.max + workload.output_len.max
+    limits: list[tuple[tuple[int | str, ...], str, Any]] = [
+        (("engine", "max_model_len"), "engine.max_model_len", experiment.engine.get("max_model_len"))
+    ]
+    key, field = ("search", "space", "engine.max_model_len"), "search.space.engine.max_model_len"
+    spec = experiment.search.space.get(key[2]) if experiment.search else None
+    if isinstance(spec, Range):
+        limits.append(((*key, "low"), f"{field}.low", spec.low))
+    elif spec is not None:
+        limits += [((*key, i), f"{field}[{i}]", value) for i, value in enumerate(spec)]
+    return [
+        Problem(f"input_len + output_len can reach {needed} tokens, more than {limit}", name, _node_line(root, loc))
+        for loc, name, limit in limits
+        if isinstance(limit, int | float) and not isinstance(limit, bool) and needed > limit
+    ]
 
 
 def check_strategies(strategies: dict[str, dict[str, Any]], root: yaml.Node | None) -> list[Problem]:
@@ -320,7 +416,7 @@ def check_search(search: Search, engine: dict[str, Any], root: yaml.Node | None)
             values = [spec.low, spec.high] if isinstance(spec, Range) else spec
             for value in values:
                 try:
-                    param.validate(int(value) if param.kind == "int" and isinstance(value, float) else value)
+                    param.validate(value)
                 except ValueError as exc:
                     problems.append(Problem(str(exc), field, line))
     named = [("objectives", i, o.metric) for i, o in enumerate(search.objectives)]

@@ -14,8 +14,10 @@ class Problem:
     line: int | None = None
 
     def render(self, file: str) -> str:
+        """``file:line: field: message`` on one line (control characters escaped)."""
         where = file + (f":{self.line}" if self.line else "")
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        text = f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 class UserError(Exception):

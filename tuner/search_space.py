@@ -10,17 +10,34 @@ Space keys (values are a list of choices, or ``{low, high, log?, step?}`` for a 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from tuner.metrics import HIGHER_IS_BETTER
 
-Scalar = bool | int | float | str
+
+def yaml_kind(value: Any) -> str:
+    """What a parsed YAML value is, in the file's words (for messages)."""
+    names = {type(None): "null", bool: "true/false", int: "a number", float: "a number", str: "a string"}
+    return {**names, list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value}")
+    if not isinstance(value, bool | int | float | str):
+        raise ValueError(f"expected true/false, a number or a string, got {yaml_kind(value)}")
+    return value
+
+
+Scalar = Annotated[bool | int | float | str, BeforeValidator(_scalar)]
+"""A search choice or a strategy parameter: true/false, a finite number or a string."""
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Range(_Strict):
@@ -74,14 +91,30 @@ class Pairs(_Strict):
         return self
 
 
+def _space_entry_kind(value: Any) -> str | None:
+    if isinstance(value, list):
+        return "choices"
+    return "range" if isinstance(value, dict | Range) else None
+
+
+SpaceEntry = Annotated[
+    Annotated[list[Scalar], Field(min_length=1), Tag("choices")] | Annotated[Range, Tag("range")],
+    Discriminator(
+        _space_entry_kind,
+        custom_error_type="space_entry",
+        custom_error_message="expected a list of choices or a range {low, high, log?, step?}",
+    ),
+]
+
+
 class Search(_Strict):
-    space: dict[str, list[Scalar] | Range] = Field(min_length=1)
+    space: dict[str, SpaceEntry] = Field(min_length=1)
     objectives: list[Objective] = Field(default_factory=lambda: [Objective(metric="output_tokens_per_s")], min_length=1)
     constraints: list[Constraint] = Field(default_factory=list)
     sampler: Literal["auto", "grid", "tpe", "nsga2", "random"] = "auto"
     n_trials: int | None = Field(None, ge=1, description="default: the whole grid, else 20")
     timeout_s: float | None = Field(None, gt=0)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Optuna's samplers take 32-bit seeds")
     pruner: Literal["none", "median"] = "none"
     pairs: Pairs = Pairs()
     resolution: float = Field(0.02, gt=0, lt=1, description="stop pairing once the CI is narrower than this")
@@ -93,10 +126,7 @@ class Search(_Strict):
     trial_timeout_s: float | None = Field(None, gt=0, description="a trial running longer is killed and failed")
 
     @model_validator(mode="after")
-    def _choices_not_empty(self) -> Search:
-        for key, value in self.space.items():
-            if isinstance(value, list) and not value:
-                raise ValueError(f"space.{key}: give at least one choice")
+    def _consistent(self) -> Search:
         if self.sampler == "grid" and any(isinstance(v, Range) for v in self.space.values()):
             raise ValueError("the grid sampler needs a list of choices for every space entry, not a range")
         return self
