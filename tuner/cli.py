@@ -5,6 +5,7 @@ Bad input exits with status 2 and one line per problem; a strategy that did not 
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -117,8 +118,14 @@ def _describe_param(param: Param) -> str:
     return f"{param.name}: {param.kind} = {param.default}{bounds}"
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. SIGTERM is handled like Ctrl-C: the trial in progress is recorded as
+    interrupted, engines and servers are stopped, and what finished is kept."""
+    signal.signal(signal.SIGTERM, _interrupt)
     app()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -99,19 +100,67 @@ class Workload(_Strict):
         return math.isfinite(self.rate) or self.concurrency is not None
 
 
+class Slo(_Strict):
+    """Per-request latency targets; a request meeting all of them counts towards goodput."""
+
+    ttft_ms: float | None = Field(None, gt=0)
+    tpot_ms: float | None = Field(None, gt=0)
+    e2e_ms: float | None = Field(None, gt=0)
+
+
 class Measure(_Strict):
     repetitions: int = Field(3, ge=1, le=1000)
     warmup_prompts: int = Field(8, ge=0, le=MAX_PROMPTS, description="one untimed batch before the first repetition")
+    slo: Slo = Field(Slo(), description="targets for goodput_requests_per_s (like `vllm bench serve --goodput`)")
+
+
+class Serve(_Strict):
+    """``mode: serve``: measure through vLLM's OpenAI-compatible HTTP server."""
+
+    endpoint: str | None = Field(
+        None, description="base URL of a server already running (measured from outside); none: the tuner starts one"
+    )
+    ready_timeout_s: float = Field(600, gt=0, description="how long the started server may take to become healthy")
+    args: list[str] = Field(default_factory=list, description="extra command-line arguments for the server")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https?://[^\s/]+/?", value):
+            raise ValueError(f"must be a base URL like http://127.0.0.1:8000, got {value!r}")
+        return value.rstrip("/") if value is not None else None
 
 
 class Experiment(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)
     engine: dict[str, Any] = Field(default_factory=lambda: {"model": "builtin:opt-tiny"})
+    mode: Literal["engine", "serve"] = Field(
+        "engine", description="engine: vLLM in this process (LLMEngine/AsyncLLM); serve: over HTTP"
+    )
+    serve: Serve = Serve()
     workload: Workload = Workload()
     measure: Measure = Measure()
     strategies: dict[str, dict[str, Scalar | None]] = Field(default_factory=dict)
     search: Search | None = None
     output_dir: Path = Path("results")
+
+    @property
+    def serving(self) -> Serve | None:
+        """The server settings in ``mode: serve``, else None."""
+        return self.serve if self.mode == "serve" else None
+
+    @model_validator(mode="after")
+    def _endpoint_is_measured_as_is(self) -> Experiment:
+        if self.serve != Serve() and self.mode != "serve":
+            raise ValueError("a `serve:` section needs `mode: serve`")
+        if self.mode == "serve" and self.serve.endpoint is not None:
+            switched = sorted(self.strategies) + sorted(self.search.space if self.search else ())
+            if switched:
+                raise ValueError(
+                    f"serve.endpoint is a server the tuner did not start: it cannot apply or search {switched} "
+                    "(leave serve.endpoint out to let the tuner start the server)"
+                )
+        return self
 
     @field_validator("strategies", mode="before")
     @classmethod

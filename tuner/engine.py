@@ -18,12 +18,12 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psutil
 
-from tuner.config import BUILTIN_DIR, BUILTIN_PREFIX, Sampling
+from tuner.config import BUILTIN_DIR, BUILTIN_PREFIX, Sampling, Serve
 from tuner.metrics import RequestTiming
 from tuner.plugin import CONTROL_METHOD, ENV_VAR
 from tuner.plugin import state as plugin_state
@@ -63,6 +63,42 @@ def _fail_utility_calls(core: Any, error: EngineError) -> None:
         with contextlib.suppress(Exception):  # already resolved
             if not future.done():
                 future.set_exception(error)
+
+
+StreamOne = Callable[[str, RequestSpec, RequestTiming], Awaitable[None]]
+
+
+async def drive_requests(
+    ids: list[str],
+    requests: list[RequestSpec],
+    offsets: list[float],
+    stream_one: StreamOne,
+    concurrency: int | None,
+    progress: Progress | None,
+) -> tuple[list[RequestTiming], float]:
+    """Send each request at its offset (at most ``concurrency`` in flight) through ``stream_one``.
+
+    ``stream_one`` streams one request and records its chunks into the timing; ``sent`` is set here, when the
+    request leaves the queue, so queueing behind the concurrency cap counts towards its latency as in
+    ``vllm bench serve``.
+    """
+    limit = asyncio.Semaphore(concurrency or len(requests))
+    timings = [RequestTiming(len(spec.prompt_token_ids), 0.0) for spec in requests]
+    finished = 0
+    start = time.perf_counter()
+
+    async def one(rid: str, spec: RequestSpec, offset: float, timing: RequestTiming) -> None:
+        nonlocal finished
+        await asyncio.sleep(max(0.0, start + offset - time.perf_counter()))
+        async with limit:
+            timing.sent = time.perf_counter()
+            await stream_one(rid, spec, timing)
+        finished += 1
+        if progress is not None:
+            progress(finished)
+
+    await asyncio.gather(*(one(*item) for item in zip(ids, requests, offsets, timings, strict=True)))
+    return timings, time.perf_counter() - start
 
 
 def resolve_engine_args(engine: dict[str, Any]) -> dict[str, Any]:
@@ -106,11 +142,17 @@ def _record(timing: RequestTiming, output: Any, now: float) -> None:
 class EngineSession(ABC):
     """A started engine; ``start_s`` is how long it took to come up."""
 
+    mode: str
+    """How requests reach vLLM: offline, streaming, serve or endpoint (recorded in run.json)."""
+    local_frontend = True
+    """Whether vLLM's front-end runs in this process (then the plugin reports from here too)."""
+
     def __init__(self, engine_args: dict[str, Any], plugin_spec: str) -> None:
         import_vllm()
         set_quiet_env()
         os.environ[ENV_VAR] = plugin_spec  # read by the plugin in this process and every child
         self.engine_args = engine_args
+        self.plugin_spec = plugin_spec
         started, wall = time.perf_counter(), time.time()
         self._run_id = 0
         try:
@@ -187,7 +229,7 @@ class EngineSession(ABC):
     def control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
         """Send a plugin control request to every process; one report per process (front-end first)."""
         self.check_alive()
-        local = plugin_state()
+        local = plugin_state() if self.local_frontend else None
         reports = [local.handle(request)] if local is not None else []
         return reports + self._engine_control(request)
 
@@ -203,6 +245,8 @@ class EngineSession(ABC):
 
 
 class OfflineSession(EngineSession):
+    mode = "offline"
+
     def _start(self) -> None:
         from vllm.engine.arg_utils import EngineArgs
         from vllm.v1.engine.llm_engine import LLMEngine
@@ -259,6 +303,8 @@ class OfflineSession(EngineSession):
 
 
 class StreamingSession(EngineSession):
+    mode = "streaming"
+
     def _start(self) -> None:
         self._loop = asyncio.Runner()
         self.engine = self._loop.run(self._create())
@@ -299,26 +345,12 @@ class StreamingSession(EngineSession):
         concurrency: int | None,
         progress: Progress | None,
     ) -> tuple[list[RequestTiming], float]:
-        limit = asyncio.Semaphore(concurrency or len(requests))
-        timings = [RequestTiming(len(spec.prompt_token_ids), 0.0) for spec in requests]
-        finished = 0
-        start = time.perf_counter()
+        async def stream(rid: str, spec: RequestSpec, timing: RequestTiming) -> None:
+            prompt = {"prompt_token_ids": spec.prompt_token_ids}
+            async for output in self.engine.generate(prompt, sampling_params(sampling, spec.max_tokens), rid):
+                _record(timing, output, time.perf_counter())
 
-        async def one(rid: str, spec: RequestSpec, offset: float, timing: RequestTiming) -> None:
-            nonlocal finished
-            await asyncio.sleep(max(0.0, start + offset - time.perf_counter()))
-            async with limit:
-                timing.sent = time.perf_counter()
-                prompt = {"prompt_token_ids": spec.prompt_token_ids}
-                async for output in self.engine.generate(prompt, sampling_params(sampling, spec.max_tokens), rid):
-                    _record(timing, output, time.perf_counter())
-            finished += 1
-            if progress is not None:
-                progress(finished)
-
-        ids = self._next_ids(len(requests))
-        await asyncio.gather(*(one(*item) for item in zip(ids, requests, offsets, timings, strict=True)))
-        return timings, time.perf_counter() - start
+        return await drive_requests(self._next_ids(len(requests)), requests, offsets, stream, concurrency, progress)
 
     def _stop(self) -> None:
         engine = getattr(self, "engine", None)
@@ -339,7 +371,13 @@ class StreamingSession(EngineSession):
         engine.shutdown()
 
 
-def open_session(engine_args: dict[str, Any], plugin_spec: str, *, streaming: bool) -> EngineSession:
-    """Start the right kind of engine for the workload."""
-    cls = StreamingSession if streaming else OfflineSession
-    return cls(resolve_engine_args(engine_args), plugin_spec)
+def open_session(
+    engine_args: dict[str, Any], plugin_spec: str, *, streaming: bool, serve: Serve | None = None
+) -> EngineSession:
+    """Start the right kind of engine: in this process for the workload's shape, or an HTTP server (``serve``)."""
+    args = resolve_engine_args(engine_args)
+    if serve is not None:
+        from tuner.server import EndpointSession, ServerSession
+
+        return EndpointSession(args, plugin_spec, serve) if serve.endpoint else ServerSession(args, plugin_spec, serve)
+    return (StreamingSession if streaming else OfflineSession)(args, plugin_spec)

@@ -76,11 +76,12 @@ class Workbench:
         processes = self.session.control({"op": "report"})
         if progress is not None and task is not None:
             progress.remove_task(task)
-        metrics = summarize(timings, wall)
-        # Process-level figures a sweep can constrain (e.g. `peak_rss_mb: {max: ...}` against runaway memory).
-        metrics["peak_rss_mb"] = max(p["gc"]["peak_rss_bytes"] for p in processes) / 2**20
-        metrics["gc_share_max"] = max(p["gc"]["gc_share"] for p in processes)
-        metrics["gc_max_pause_ms"] = max(p["gc"]["max_pause_ms"] for p in processes)
+        metrics = summarize(timings, wall, self.experiment.measure.slo)
+        if processes:  # none from an endpoint the tuner did not start
+            # Process-level figures a sweep can constrain (e.g. `peak_rss_mb: {max: ...}` against runaway memory).
+            metrics["peak_rss_mb"] = max(p["gc"]["peak_rss_bytes"] for p in processes) / 2**20
+            metrics["gc_share_max"] = max(p["gc"]["gc_share"] for p in processes)
+            metrics["gc_max_pause_ms"] = max(p["gc"]["max_pause_ms"] for p in processes)
         return {
             "metrics": metrics,
             "processes": processes,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tuner.stats import percentiles
+
+if TYPE_CHECKING:
+    from tuner.config import Slo
 
 
 @dataclass
@@ -26,9 +29,21 @@ class RequestTiming:
         return sum(self.chunk_tokens)
 
 
-def summarize(timings: list[RequestTiming], wall_s: float) -> dict[str, Any]:
-    """Throughput and latency distributions (ms) of one repetition."""
+def meets_slo(timing: RequestTiming, slo: Slo) -> bool:
+    """Whether a finished request met every latency target that is set (as ``vllm bench serve --goodput``)."""
+    assert timing.finished is not None
+    ttft = (timing.chunk_times[0] - timing.sent) * 1e3
+    e2e = (timing.finished - timing.sent) * 1e3
+    later = timing.output_tokens - timing.chunk_tokens[0]
+    tpot = (timing.chunk_times[-1] - timing.chunk_times[0]) * 1e3 / later if later > 0 else 0.0
+    targets = ((slo.ttft_ms, ttft), (slo.tpot_ms, tpot), (slo.e2e_ms, e2e))
+    return all(target is None or value <= target for target, value in targets)
+
+
+def summarize(timings: list[RequestTiming], wall_s: float, slo: Slo | None = None) -> dict[str, Any]:
+    """Throughput, goodput under ``slo`` and latency distributions (ms) of one repetition."""
     done = [t for t in timings if t.finished is not None and t.chunk_times]
+    good = sum(meets_slo(t, slo) for t in done) if slo is not None else len(done)
     output_tokens = sum(t.output_tokens for t in done)
     prompt_tokens = sum(t.prompt_tokens for t in done)
     ttft = [(t.chunk_times[0] - t.sent) * 1e3 for t in done]
@@ -48,6 +63,8 @@ def summarize(timings: list[RequestTiming], wall_s: float) -> dict[str, Any]:
         "requests_per_s": len(done) / wall_s,
         "output_tokens_per_s": output_tokens / wall_s,
         "total_tokens_per_s": (output_tokens + prompt_tokens) / wall_s,
+        "goodput_requests_per_s": good / wall_s,
+        "slo_attainment": good / len(timings) if timings else 0.0,
         "ttft_ms": percentiles(ttft),
         "tpot_ms": percentiles(tpot),
         "itl_ms": percentiles(itl.tolist()),
@@ -65,7 +82,13 @@ def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
     return flat
 
 
-HIGHER_IS_BETTER = {"requests_per_s", "output_tokens_per_s", "total_tokens_per_s"}
+HIGHER_IS_BETTER = {
+    "requests_per_s",
+    "output_tokens_per_s",
+    "total_tokens_per_s",
+    "goodput_requests_per_s",
+    "slo_attainment",
+}
 LATENCY_FAMILIES = ("ttft", "tpot", "itl", "e2e")
 PROCESS_METRICS = ("peak_rss_mb", "gc_share_max", "gc_max_pause_ms")  # worst over the engine's processes
 METRIC_NAMES = (

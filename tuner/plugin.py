@@ -76,7 +76,10 @@ class ProcessState:
             # A server front-end (`vllm serve`) is reached over a loopback control endpoint.
             from tuner.control_server import start_control_server
 
-            start_control_server(self, owner, int(self.spec["control_port"]))
+            try:
+                start_control_server(self, owner, int(self.spec["control_port"]))
+            except (OSError, RuntimeError) as exc:  # e.g. a second API server process: the port is taken
+                logger.error("tuner: no control endpoint in this process: %s", exc)
 
     def _apply(self, strategy: Strategy, ctx: ProcessContext, params: dict[str, Any]) -> None:
         if strategy.name in self.errors:

@@ -57,7 +57,10 @@ def run_experiment(experiment: Experiment, console: Console) -> Path:
     run_dir = new_run_dir(experiment.output_dir, experiment.name)
     with starting_engine(console, experiment.engine.get("model", "")):
         session = open_session(
-            experiment.engine, encode_spec(experiment.strategies), streaming=experiment.workload.streaming
+            experiment.engine,
+            encode_spec(experiment.strategies),
+            streaming=experiment.workload.streaming,
+            serve=experiment.serving,
         )
     try:
         check_active(session.control({"op": "report"}), experiment.strategies)
@@ -82,7 +85,7 @@ def run_experiment(experiment: Experiment, console: Console) -> Path:
         "engine": {
             "args": resolve_engine_args(experiment.engine),
             "start_s": session.start_s,
-            "mode": "streaming" if experiment.workload.streaming else "offline",
+            "mode": session.mode,
         },
         "environment": environment_record(),
         "strategies": experiment.strategies,

@@ -172,7 +172,10 @@ class Sweep:
         if self.bench is None or wanted != self.engine_args:
             self.close()
             self.session = open_session(
-                wanted, encode_spec({}, self.installable), streaming=self.experiment.workload.streaming
+                wanted,
+                encode_spec({}, self.installable),
+                streaming=self.experiment.workload.streaming,
+                serve=self.experiment.serving,
             )
             self.start_s.append(self.session.start_s)
             self.engine_args = wanted

@@ -1,0 +1,212 @@
+"""``mode: serve`` on the real CPU build: vLLM's OpenAI server started, streamed, switched, stopped.
+
+Also an endpoint the tuner did not start (measured from outside), and SIGTERM in the middle of a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+import yaml
+
+from tests.conftest import TINY_ENGINE
+from tuner.config import Experiment, Sampling, Slo
+from tuner.engine import open_session
+from tuner.measure import Workbench
+from tuner.metrics import RequestTiming, summarize
+from tuner.plugin import encode_spec
+from tuner.server import ServerSession, record_chunk, server_command, sse_data
+from tuner.workload import RequestSpec
+
+pytestmark = pytest.mark.engine
+
+NUM_PROMPTS = 8
+OUTPUT_LEN = 16
+WORKLOAD = {
+    "num_prompts": NUM_PROMPTS,
+    "input_len": {"dist": "fixed", "value": 8},
+    "output_len": {"dist": "fixed", "value": OUTPUT_LEN},
+    "rate": 40,
+}
+
+
+def vllm_server_processes() -> set[int]:
+    """Every API server, EngineCore or vLLM worker process on the machine (ours or orphaned)."""
+    found = set()
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if "vllm.entrypoints.openai.api_server" in cmdline or (proc.info["name"] or "").startswith("VLLM::"):
+            found.add(proc.pid)
+    return found
+
+
+def new_strays(before: set[int]) -> set[int]:
+    deadline = time.monotonic() + 10
+    while (strays := vllm_server_processes() - before) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return strays
+
+
+def wait_until_healthy(before: set[int], timeout_s: float) -> None:
+    """Wait until a server started after ``before`` answers /health (its port read off its command line)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for pid in vllm_server_processes() - before:
+            with contextlib.suppress(psutil.Error, ValueError, IndexError, httpx.HTTPError):
+                cmdline = psutil.Process(pid).cmdline()
+                port = cmdline[cmdline.index("--port") + 1]
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    return
+        time.sleep(1)
+    raise AssertionError("no server became healthy")
+
+
+def serve_experiment(tmp_path: Path, **extra: Any) -> Path:
+    path = tmp_path / "serve.yaml"
+    data = {
+        "name": "serve-test",
+        "mode": "serve",
+        "engine": TINY_ENGINE,
+        "workload": WORKLOAD,
+        "measure": {"repetitions": 2, "warmup_prompts": 2, "slo": {"ttft_ms": 60_000}},
+        "output_dir": str(tmp_path),
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_engine_args_become_server_flags() -> None:
+    command = server_command(
+        {"model": "/m", "enforce_eager": True, "enable_prefix_caching": False, "hf_overrides": {"a": 1}}, 8000, []
+    )
+    flags = command[command.index("--port") + 2 :]
+    assert flags[:2] == ["--served-model-name", "tuner-model"]
+    assert "--enforce-eager" in flags and "--no-enable-prefix-caching" in flags
+    assert flags[flags.index("--hf-overrides") + 1] == '{"a": 1}'
+
+
+def test_streamed_chunks_become_token_timings() -> None:
+    one = RequestTiming(prompt_tokens=3, sent=0.0)
+    lines = [
+        'data: {"choices": [{"text": "", "token_ids": [5], "finish_reason": null}]}',
+        "",
+        'data: {"choices": [{"text": "", "token_ids": [6, 7], "finish_reason": "length"}]}',
+        "data: [DONE]",
+    ]
+    for now, line in enumerate(lines, start=1):
+        chunk = sse_data(line)
+        if chunk is not None:
+            record_chunk(one, chunk, float(now))
+    assert one.token_ids == [5, 6, 7] and one.chunk_tokens == [1, 2]
+    assert one.chunk_times == [1.0, 3.0] and one.finished == 3.0
+    metrics = summarize([one], 4.0, Slo(ttft_ms=500))
+    assert metrics["ttft_ms"]["p50"] == 1000 and metrics["goodput_requests_per_s"] == 0  # the SLO was missed
+    assert summarize([one], 4.0, Slo(ttft_ms=1500))["goodput_requests_per_s"] == 0.25
+
+
+def test_serve_run_end_to_end(tmp_path: Path) -> None:
+    """`tuner run` starts the server with a strategy, streams, records every process, and stops it all."""
+    before = vllm_server_processes()
+    path = serve_experiment(tmp_path, strategies={"gc_threshold": {"gen0_per_seq": 8}})
+    proc = subprocess.run(
+        [sys.executable, "-m", "tuner", "run", str(path)], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert new_strays(before) == set(), "server processes left behind"
+    run = json.loads(next((tmp_path / "serve-test").glob("*/run.json")).read_text())
+    assert run["engine"]["mode"] == "serve"
+    for rep in run["repetitions"]:
+        metrics = rep["metrics"]
+        assert metrics["completed"] == NUM_PROMPTS and metrics["output_tokens"] == NUM_PROMPTS * OUTPUT_LEN
+        assert 0 < metrics["ttft_ms"]["p50"] <= metrics["ttft_ms"]["p99"] <= metrics["e2e_ms"]["p99"]
+        assert 0 < metrics["itl_ms"]["p50"] <= metrics["itl_ms"]["p99"]
+        assert metrics["goodput_requests_per_s"] == pytest.approx(metrics["requests_per_s"])
+        processes = {role: p for p in rep["processes"] for role in p["roles"]}
+        assert set(processes) == {"frontend", "engine_core", "worker"}
+        api_server = processes["frontend"]
+        assert api_server["process_name"] == "MainProcess"  # the API server's own process, not the tuner's
+        assert api_server["gc"]["window_s"] > 0 and len(api_server["gc"]["collections"]) == 3
+        assert api_server["gc"]["peak_rss_bytes"] > 0
+        threshold = 700 + 8 * TINY_ENGINE["max_num_seqs"]
+        assert all(p["gc"]["threshold"][0] == threshold for p in processes.values())
+        assert all("gc_threshold" in p["active"] for p in processes.values())
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerSession]:
+    experiment = Experiment.model_validate({"name": "s", "engine": TINY_ENGINE, "mode": "serve"})
+    session = open_session(experiment.engine, encode_spec({}, ["gc_freeze"]), streaming=True, serve=experiment.serving)
+    assert isinstance(session, ServerSession)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def test_strategies_switch_in_place_in_every_server_process(server: ServerSession) -> None:
+    on = server.control({"op": "switch", "strategies": {"gc_freeze": {"enabled": True}}})
+    assert len(on) == 3 and all(p["gc"]["freeze_count"] > 0 for p in on)
+    off = server.control({"op": "switch", "strategies": {}})
+    assert all("gc_freeze" not in p["active"] for p in off)
+
+
+def test_an_endpoint_is_measured_from_outside(server: ServerSession) -> None:
+    experiment = Experiment.model_validate(
+        {
+            "name": "endpoint",
+            "engine": TINY_ENGINE,
+            "mode": "serve",
+            "serve": {"endpoint": server.url},
+            "workload": WORKLOAD,
+            "measure": {"warmup_prompts": 0, "slo": {"ttft_ms": 1e-3}},  # no request can meet it
+        }
+    )
+    endpoint = open_session(experiment.engine, encode_spec({}), streaming=True, serve=experiment.serving)
+    assert endpoint.mode == "endpoint" and endpoint.processes == []
+    rep = Workbench(endpoint, experiment).repetition()
+    endpoint.close()
+    assert rep["processes"] == []  # nothing of ours runs there: no per-process telemetry
+    assert rep["metrics"]["completed"] == NUM_PROMPTS and rep["metrics"]["goodput_requests_per_s"] == 0
+    assert httpx.get(f"{server.url}/health").status_code == 200  # closing the endpoint left it running
+
+
+def test_greedy_tokens_survive_a_strategy_switch_in_the_server(server: ServerSession) -> None:
+    requests = [RequestSpec([11, 12, 13, 14], 6), RequestSpec([20, 21], 6)]
+    server.control({"op": "switch", "strategies": {}})
+    native, _ = server.run(requests, [0.0, 0.0], Sampling())
+    assert all(len(t.token_ids) == 6 for t in native)
+    server.control({"op": "switch", "strategies": {"gc_freeze": {"enabled": False}}})
+    switched, _ = server.run(requests, [0.0, 0.0], Sampling(), concurrency=1)
+    assert [t.token_ids for t in switched] == [t.token_ids for t in native]
+
+
+def test_sigterm_mid_run_stops_the_server(tmp_path: Path) -> None:
+    before = vllm_server_processes()
+    path = serve_experiment(tmp_path, measure={"repetitions": 1000, "warmup_prompts": 0})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "run", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_until_healthy(before, timeout_s=300)
+        time.sleep(3)  # inside the repetitions now
+        os.kill(proc.pid, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "interrupted" in stderr and "Traceback" not in stderr.split("error:")[-1]
+    assert new_strays(before) == set()
