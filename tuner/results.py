@@ -24,6 +24,7 @@ def write_json(path: Path, data: Any) -> Path:
     """Write ``data`` as JSON atomically: a reader (or a kill) never sees a half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide results from the rest of a team
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, sort_keys=False, default=str)
@@ -41,6 +42,7 @@ def write_text(path: Path, text: str) -> Path:
     """Write text atomically (same guarantee as :func:`write_json`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide results from the rest of a team
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
