@@ -124,11 +124,15 @@ class Search(_Strict):
     step_budget_s: float = Field(120, gt=0, description="time budget of one step-interleaved comparison")
     block_steps: int = Field(16, ge=2, description="engine steps per interleaved block (a multiple of block_size)")
     trial_timeout_s: float | None = Field(None, gt=0, description="a trial running longer is killed and failed")
+    heartbeat_s: int = Field(10, ge=1, description="how often a running trial tells the study storage it is alive")
+    grace_period_s: int = Field(60, ge=2, description="a running trial silent this long is failed and retried")
 
     @model_validator(mode="after")
     def _consistent(self) -> Search:
         if self.sampler == "grid" and any(isinstance(v, Range) for v in self.space.values()):
             raise ValueError("the grid sampler needs a list of choices for every space entry, not a range")
+        if self.grace_period_s <= self.heartbeat_s:
+            raise ValueError(f"grace_period_s ({self.grace_period_s}) must exceed heartbeat_s ({self.heartbeat_s})")
         return self
 
     @property

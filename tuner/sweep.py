@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import importlib.util
 import inspect
 import math
+import re
 import sqlite3
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,10 @@ from tuner.stats import unpaired_ratio
 SWEEP_SCHEMA = "tuner.sweep/1"
 DEFAULT_TRIALS = 20
 BASELINE_ATTR = "baseline"
+WORKER_ATTR = "worker"
+FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+MAX_RETRY = 2  # a trial whose worker died is run again at most this often
+TrialCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 
 
 def default_storage(experiment: Experiment) -> str:
@@ -68,21 +74,40 @@ def check_sqlite_file(url: str) -> None:
         )
 
 
-def make_storage(url: str) -> optuna.storages.RDBStorage:
+def make_storage(url: str, search: Search) -> optuna.storages.RDBStorage:
     """RDB storage with heartbeats, so a dead worker's trial is failed and retried (at most twice)."""
     check_sqlite_file(url)
-    retry = optuna.storages.RetryFailedTrialCallback(max_retry=2)
     accepted = inspect.signature(optuna.storages.RDBStorage).parameters
-    # Optuna 4.9 renamed the callback; older releases only know the first name.
+    # Optuna 4.9 renamed the callback (and its argument); older releases only know the first names.
+    retry_class = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", optuna.storages.RetryFailedTrialCallback)
     callback = (
         "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in accepted else "failed_trial_callback"
     )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(url, heartbeat_interval=10, grace_period=60, **{callback: retry})
+            return optuna.storages.RDBStorage(
+                driver_url(url),
+                heartbeat_interval=search.heartbeat_s,
+                grace_period=search.grace_period_s,
+                **{callback: retry_class(max_retry=MAX_RETRY)},
+            )
     except Exception as exc:  # unreachable server, corrupt or foreign database, bad URL
-        raise UserError.single(url, f"cannot open the study storage: {exc}") from None
+        raise storage_error(url, exc) from None
+
+
+def storage_error(url: str, exc: Exception) -> UserError:
+    """The error for a storage that cannot be used, on one line (without SQLAlchemy's link to its docs)."""
+    reason = re.sub(r"(\\[nt]|\s)+", " ", str(exc).split("(Background on this error")[0]).strip()
+    return UserError.single(url, f"cannot open the study storage: {reason}")
+
+
+def driver_url(url: str) -> str:
+    """``postgresql://`` through psycopg2 when psycopg 3 (SQLAlchemy's default) is not installed."""
+    psycopg2_only = not importlib.util.find_spec("psycopg") and importlib.util.find_spec("psycopg2")
+    if url.startswith("postgresql://") and psycopg2_only:
+        return "postgresql+psycopg2://" + url.removeprefix("postgresql://")
+    return url
 
 
 def uses_grid(search: Search) -> bool:
@@ -102,13 +127,16 @@ def make_sampler(search: Search) -> optuna.samplers.BaseSampler:
     return optuna.samplers.TPESampler(seed=search.seed, constraints_func=constraints)
 
 
-def open_study(experiment: Experiment, storage_url: str, *, resume: bool, study_name: str) -> optuna.Study:
-    search = _search(experiment)
-    storage = make_storage(storage_url)
+def open_study(
+    experiment: Experiment, storage: str | optuna.storages.RDBStorage, *, resume: bool, study_name: str
+) -> optuna.Study:
+    search = require_search(experiment)
+    if isinstance(storage, str):
+        storage = make_storage(storage, search)
     exists = study_name in {s.study_name for s in optuna.get_all_study_summaries(storage)}
     if exists and not resume:
         raise UserError.single(
-            storage_url,
+            storage.url,
             f"study {study_name!r} already exists: add --resume to continue it, "
             "or remove the study / pick another --study-name",
         )
@@ -125,30 +153,43 @@ def open_study(experiment: Experiment, storage_url: str, *, resume: bool, study_
     )
 
 
-def _search(experiment: Experiment) -> Search:
+def require_search(experiment: Experiment) -> Search:
+    """The experiment's ``search:`` section; without one it cannot be swept."""
     if experiment.search is None:
         raise UserError.single(experiment.name, "the experiment has no `search:` section to sweep", "search")
     return experiment.search
 
 
+def _queued_points(experiment: Experiment, *, aa: bool) -> list[dict[str, Any]]:
+    """The params queued up front: the baseline first, then (grid search only) every other grid point."""
+    search = require_search(experiment)
+    base = baseline_params(search.space, experiment.engine)
+    if uses_grid(search) and not aa:
+        return [base, *(p for p in grid(search.space) if p != base)]
+    return [base]
+
+
+def planned_trials(experiment: Experiment, *, aa: bool) -> int:
+    """Finished trials that complete the study: the whole grid, else ``search.n_trials``."""
+    search = require_search(experiment)
+    if uses_grid(search) and not aa:
+        return len(_queued_points(experiment, aa=aa))
+    return search.n_trials or DEFAULT_TRIALS
+
+
 def enqueue_missing(study: optuna.Study, experiment: Experiment, *, aa: bool) -> int:
     """Queue the baseline (and every grid point) not yet finished or queued; return the trials still to run."""
-    search = _search(experiment)
-    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING)
+    states = (*FINISHED, optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING)
     taken = [
         t.params or t.system_attrs.get("fixed_params", {}) for t in study.get_trials(deepcopy=False, states=states)
     ]
-    base = baseline_params(search.space, experiment.engine)
-    wanted = [base]
-    if uses_grid(search) and not aa:
-        wanted += [p for p in grid(search.space) if p != base]
+    wanted = _queued_points(experiment, aa=aa)
     for params in wanted:
         if params not in taken:
-            study.enqueue_trial(params, user_attrs={BASELINE_ATTR: params == base})
+            study.enqueue_trial(params, user_attrs={BASELINE_ATTR: params == wanted[0]})
             taken.append(params)
-    done = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
-    total = len(wanted) if uses_grid(search) and not aa else (search.n_trials or DEFAULT_TRIALS)
-    return max(total - done, 0)
+    done = len(study.get_trials(deepcopy=False, states=FINISHED))
+    return max(planned_trials(experiment, aa=aa) - done, 0)
 
 
 class Sweep:
@@ -156,7 +197,7 @@ class Sweep:
 
     def __init__(self, experiment: Experiment, study: optuna.Study, console: Console, *, aa: bool = False) -> None:
         self.experiment = experiment
-        self.search = _search(experiment)
+        self.search = require_search(experiment)
         self.study = study
         self.console = console
         self.aa = aa
@@ -296,7 +337,8 @@ class Sweep:
         trial.set_user_attr("telemetry", _compact(arms.telemetry))
         return [medians[o.metric] for o in self.search.objectives]
 
-    def run(self, n_trials: int) -> None:
+    def run(self, n_trials: int | None, callbacks: Sequence[TrialCallback] = ()) -> None:
+        """Run ``n_trials`` trials (``None``: until a callback stops the study), then close the engine."""
         # The tuner reports each trial itself; Optuna's own log would add a traceback per failed trial.
         optuna.logging.set_verbosity(optuna.logging.ERROR)
         with progress_bars(self.console) as progress:
@@ -314,6 +356,7 @@ class Sweep:
                     n_trials=n_trials,
                     timeout=self.search.timeout_s,
                     catch=(Exception,),
+                    callbacks=callbacks,
                     gc_after_trial=False,
                 )
             finally:
@@ -352,12 +395,16 @@ def _compact(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | None) -> dict[str, Any]:
     """The study as plain data (schema ``tuner.sweep/1``), read back from storage."""
-    search = _search(experiment)
+    search = require_search(experiment)
     trials = study.get_trials(deepcopy=False)
     baseline = next(
         (t for t in trials if t.user_attrs.get(BASELINE_ATTR) and t.state == optuna.trial.TrialState.COMPLETE), None
     )
     rows = [_trial_row(t, baseline, experiment) for t in trials]
+    retried_as = {t.system_attrs["retry_history"][-1]: t.number for t in trials if t.system_attrs.get("retry_history")}
+    for row in rows:
+        if row["number"] in retried_as and not row["failure"]:
+            row["failure"] = f"its worker stopped sending heartbeats; retried as trial {retried_as[row['number']]}"
     complete = [r for r in rows if r["state"] == "COMPLETE"]
     pareto = [t.number for t in study.best_trials if t.user_attrs.get("feasible")] if complete else []
     summary = {
@@ -414,6 +461,7 @@ def _trial_row(
         "repetitions": [{"metrics": m} for m in attrs.get("arms", {}).get("trial", [])],
         "telemetry": attrs.get("telemetry", []),
         "failure": attrs.get("failure"),
+        "worker": attrs.get(WORKER_ATTR),
         "step_interleave": attrs.get("step_interleave"),
     }
     if baseline is not None and row["engine"] and not row["is_baseline"] and row["metrics"]:

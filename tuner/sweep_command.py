@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from optuna import Study
 from rich.console import Console
 from rich.table import Table
 
@@ -40,11 +43,16 @@ def run_sweep(
         else:
             console.print("nothing left to run: every trial of this study is finished")
     finally:  # also on Ctrl-C: what finished is summarised and kept
-        summary = summarize_study(study, experiment, sweep)
-        paths = write_outputs(summary, out_dir)
-        console.print(trials_table(summary))
-        console.print(verdict_line(summary))
-        console.print("wrote " + ", ".join(str(p) for p in paths))
+        write_summary(study, experiment, sweep, out_dir, console)
+
+
+def write_summary(study: Study, experiment: Experiment, sweep: Sweep, out_dir: Path, console: Console) -> None:
+    """Summarise the study from its storage into ``out_dir`` and print the trials table and the verdict."""
+    summary = summarize_study(study, experiment, sweep)
+    paths = write_outputs(summary, out_dir)
+    console.print(trials_table(summary))
+    console.print(verdict_line(summary))
+    console.print("wrote " + ", ".join(str(p) for p in paths))
 
 
 def trials_table(summary: dict) -> Table:
