@@ -94,6 +94,22 @@ def sweep(
         run_sweep(loaded, console, storage=storage, resume=resume, aa=aa, study_name=study_name, n_trials=n_trials)
 
 
+@app.command()
+def worker(
+    experiment: ExperimentFile,
+    storage: Annotated[
+        str, typer.Option(help="Optuna RDB URL all workers share: postgresql://... (sqlite:///... on one machine)")
+    ],
+    study_name: Annotated[str | None, typer.Option(help="default: the experiment name")] = None,
+) -> None:
+    """Run trials of a study shared by many workers (one or many machines) until it is done."""
+    from tuner.config import load_experiment
+    from tuner.worker import run_worker
+
+    with user_errors():
+        run_worker(load_experiment(experiment), console, storage=storage, study_name=study_name)
+
+
 @strategies_app.command("list")
 def strategies_list() -> None:
     """Each strategy, whether it applies to the installed vLLM (and why not), and its parameters."""

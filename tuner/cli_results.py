@@ -39,12 +39,21 @@ def report(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="report directory (default: report/ next to the input)")
     ] = None,
+    storage: Annotated[
+        str | None, typer.Option(help="report the study in this storage (shared by workers); PATH: its experiment")
+    ] = None,
+    study_name: Annotated[str | None, typer.Option(help="with --storage; default: the experiment name")] = None,
 ) -> None:
     """Write report.md, a self-contained report.html and PNG plots for a run or a sweep."""
     from tuner.cli import console, user_errors
     from tuner.report import build_report
 
     with user_errors():
+        if storage is not None:
+            from tuner.config import load_experiment
+            from tuner.worker import summarize_shared_study
+
+            path = summarize_shared_study(load_experiment(path), storage, study_name)
         paths = build_report(path, out)
     console.print(f"wrote [bold]{paths[0].parent}[/bold]/: " + ", ".join(p.name for p in paths), soft_wrap=True)
 
