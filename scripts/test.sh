@@ -3,6 +3,12 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+# The worker tests start a throw-away PostgreSQL server from Debian's packages.
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && command -v apt-get >/dev/null; then
+  SUDO=$([ "$(id -u)" -eq 0 ] || echo sudo)
+  $SUDO apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql
+fi
 export HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
 .venv/bin/ruff check tuner strategies tests
 .venv/bin/ruff format --check tuner strategies tests

@@ -33,3 +33,16 @@ def _fresh_registry() -> Iterator[None]:
 
     registry.strategy_classes.cache_clear()
     yield
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A throw-away PostgreSQL server for this session; fails (never skips) when PostgreSQL is not installed."""
+    from tests.postgres import PostgresMissing, postgres_server, server_bin_dir
+
+    try:
+        server_bin_dir()
+    except PostgresMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with postgres_server() as url:
+        yield url
