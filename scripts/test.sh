@@ -14,7 +14,7 @@ export HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
 .venv/bin/ruff format --check tuner strategies tests
 .venv/bin/mypy
 status=0
-.venv/bin/python -m pytest -q -p no:cacheprovider --timeout 900 "$@" || status=$?
+.venv/bin/python -m pytest -q -p no:cacheprovider --timeout 900 --durations=25 "$@" || status=$?
 if [ "$status" -eq 5 ]; then
   echo "no tests collected" >&2
   exit 1

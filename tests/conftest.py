@@ -22,7 +22,7 @@ TINY_ENGINE = {
     "max_num_seqs": 16,
     "max_model_len": 256,
     "enforce_eager": True,
-    "gpu_memory_utilization": 0.2,
+    "kv_cache_memory_bytes": 64 << 20,  # ~16 MiB needed; reserving 20% of RAM costs 3 s per start
     "dtype": "float32",  # 3x faster than bf16 on CPUs without bf16 units (62 -> 20 ms per step here)
 }
 

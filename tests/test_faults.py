@@ -91,9 +91,9 @@ def test_engine_kills_lose_no_finished_trial_and_leave_no_process(tmp_path: Path
     finished_at_kill: list[set[int]] = []
     rng = random.Random(7)
 
-    def killer() -> None:  # SIGKILL a running EngineCore at a random point, three times
+    def killer() -> None:  # SIGKILL a running EngineCore at a random point, twice
         killed_sessions: list[Any] = []
-        while not stop.is_set() and len(kills) < 3:
+        while not stop.is_set() and len(kills) < 2:
             session = sweep.session
             if session is None or any(session is s for s in killed_sessions):
                 time.sleep(0.2)
