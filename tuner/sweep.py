@@ -242,6 +242,7 @@ class Sweep:
         watchdog = _Watchdog(self, self.search.trial_timeout_s)
         try:
             bench = self._workbench(config.engine)
+            watchdog.arm()
             # The baseline trial only needs its own repetitions: the minimum number of pairs.
             pairs = Pairs(min=self.search.pairs.min, max=self.search.pairs.min) if is_baseline else self.search.pairs
             steps = not is_baseline and self._use_steps(bench, config.strategies)
@@ -364,7 +365,11 @@ class Sweep:
 
 
 class _Watchdog:
-    """Kills the engine of a trial that runs past its time limit (the trial then fails with that reason)."""
+    """Kills the engine of a trial that runs past its time limit (the trial then fails with that reason).
+
+    The clock starts when :meth:`arm` is called, once the trial's engine is up: starting an engine is not the
+    configuration's time (and a new engine is only needed when engine args change).
+    """
 
     def __init__(self, sweep: Sweep, limit_s: float | None) -> None:
         self.limit_s = limit_s or 0.0
@@ -373,6 +378,9 @@ class _Watchdog:
         self._timer = threading.Timer(self.limit_s, self._fire) if limit_s else None
         if self._timer is not None:
             self._timer.daemon = True
+
+    def arm(self) -> None:
+        if self._timer is not None:
             self._timer.start()
 
     def _fire(self) -> None:
