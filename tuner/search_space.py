@@ -123,7 +123,9 @@ class Search(_Strict):
     )
     step_budget_s: float = Field(120, gt=0, description="time budget of one step-interleaved comparison")
     block_steps: int = Field(16, ge=2, description="engine steps per interleaved block (a multiple of block_size)")
-    trial_timeout_s: float | None = Field(None, gt=0, description="a trial running longer is killed and failed")
+    trial_timeout_s: float | None = Field(
+        None, gt=0, description="a trial running longer, once its engine is up, is killed and failed"
+    )
     heartbeat_s: int = Field(10, ge=1, description="how often a running trial tells the study storage it is alive")
     grace_period_s: int = Field(60, ge=2, description="a running trial silent this long is failed and retried")
 
