@@ -1,8 +1,9 @@
 """One shared immutable empty ``KVCacheBlocks`` (vLLM PR #24964, native in every supported release).
 
 ``enabled: true`` is vLLM's own behaviour (counted, to prove the path runs). ``enabled: false`` restores
-the pre-#24964 behaviour, a fresh ``KVCacheBlocks`` of fresh lists from every factory call, so that what
-the optimisation is worth can be measured.
+the pre-#24964 behaviour for empty results, a fresh ``KVCacheBlocks`` of fresh empty lists from every
+factory call that returns no blocks (non-empty results are the same either way), so that what the
+optimisation is worth can be measured.
 """
 
 from __future__ import annotations
@@ -42,13 +43,15 @@ class SharedEmptyKvBlocks(Strategy):
         original = m.KVCacheManager.create_kv_cache_blocks
 
         def create_kv_cache_blocks(manager: Any, blocks: Any) -> Any:
+            result = original(manager, blocks)
+            if result is not manager.empty_kv_cache_blocks:
+                return result  # blocks to hold: the same before and after #24964
             if self.enabled:
-                result = original(manager, blocks)
-                if result is manager.empty_kv_cache_blocks:
-                    self.count("shared_empty")
+                self.count("shared_empty")
                 return result
-            self.count("fresh_blocks")
-            return m.KVCacheBlocks(tuple(list(group) for group in blocks))
+            # Before #24964 every empty result was a new object of new (GC-tracked) empty lists.
+            self.count("fresh_empty")
+            return m.KVCacheBlocks(tuple([] for _ in blocks))
 
         m.KVCacheManager.create_kv_cache_blocks = create_kv_cache_blocks  # type: ignore[method-assign]
         self._installed = True
