@@ -15,7 +15,7 @@ from strategies.base import Applicability, Param, ProcessContext, Role, Strategy
 
 class SharedEmptyKvBlocks(Strategy):
     name = "shared_empty_kv_blocks"
-    description = "Share one empty KVCacheBlocks (false: a fresh object per call, as before vLLM #24964)."
+    description = "Share one empty KVCacheBlocks (false: a fresh empty one per empty result, as before vLLM #24964)."
     params = (Param("enabled", "bool", True, help="true: vLLM's native sharing; false: fresh objects"),)
     roles = frozenset({Role.ENGINE_CORE})
     switchable = True

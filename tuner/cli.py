@@ -5,7 +5,9 @@ Bad input exits with status 2 and one line per problem; a strategy that did not 
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +31,8 @@ app = typer.Typer(
 strategies_app = typer.Typer(help="Inspect the available strategies.", no_args_is_help=True)
 app.add_typer(strategies_app, name="strategies")
 register_result_commands(app)
-console = Console()
+# Piped output (CI logs, tee) would wrap tables at rich's 80-column default; COLUMNS still wins.
+console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
 err_console = Console(stderr=True)
 
 EXIT_BAD_INPUT = 2
