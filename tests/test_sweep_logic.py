@@ -9,12 +9,13 @@ from typing import Any
 import optuna
 import pytest
 import yaml
+from rich.console import Console
 
 from tuner.config import Experiment, load_experiment
 from tuner.errors import UserError
-from tuner.pairing import step_interleavable
+from tuner.pairing import Arms, step_interleavable
 from tuner.search_space import baseline_params, config_from_params, grid, suggest
-from tuner.sweep import BASELINE_ATTR, _best, enqueue_missing, open_study, summarize_study, winner
+from tuner.sweep import BASELINE_ATTR, Sweep, _best, enqueue_missing, open_study, summarize_study, winner
 
 SPACE: dict[str, Any] = {
     "gc_threshold": [False, True],
@@ -207,3 +208,35 @@ def test_step_ratios_are_expressed_per_metric() -> None:
     throughput = step_ratio(result, "output_tokens_per_s")
     assert throughput["ratio"] == pytest.approx(1 / 1.1) and throughput["verdict"] == "worse"
     assert step_ratio(InterleaveResult(estimate=None), "itl_p99_ms")["verdict"] == "inconclusive"
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # trials asked by hand, not through optimize()
+def test_objectives_are_anchored_to_the_baseline_so_drift_between_trials_cancels(tmp_path: Path) -> None:
+    exp = experiment(
+        tmp_path,
+        objectives=[{"metric": "output_tokens_per_s"}],
+        constraints=[{"metric": "itl_p99_ms", "max": 50}],
+    )
+    study = open_study(exp, f"sqlite:///{tmp_path / 'anchor.db'}", resume=False, study_name="anchor")
+    sweep = Sweep(exp, study, Console(quiet=True))
+    wobble = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]
+
+    def arms(tokens_per_s: tuple[float, float], itl_ms: tuple[float, float]) -> Arms:
+        measured = Arms()
+        for w in wobble:  # (reference, trial) per pair, both arms moving with the host
+            measured.reference.append({"output_tokens_per_s": tokens_per_s[0] * w, "itl_p99_ms": itl_ms[0] * w})
+            measured.trial.append({"output_tokens_per_s": tokens_per_s[1] * w, "itl_p99_ms": itl_ms[1] * w})
+        return measured
+
+    base = study.ask()
+    base.set_user_attr(BASELINE_ATTR, True)
+    study.tell(base, sweep._record(base, arms((100, 100), (40, 40)), is_baseline=True))
+    # The host runs twice as fast during the next trial; against its own reference arm the trial is 2% faster
+    # and its ITL 50% longer. Optuna must see 102 tok/s and an ITL of 60 ms (infeasible), not 204 and 30 ms.
+    trial = study.ask()
+    values = sweep._record(trial, arms((200, 204), (20, 30)), is_baseline=False)
+    study.tell(trial, values)
+    assert values == [pytest.approx(102)]
+    row = summarize_study(study, exp, sweep)["trials"][1]
+    assert row["metrics"]["output_tokens_per_s"] == pytest.approx(204)  # the absolute median is kept too
+    assert row["anchored"]["itl_p99_ms"] == pytest.approx(60) and row["feasible"] is False

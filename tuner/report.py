@@ -152,6 +152,14 @@ def trial_metric(trial: dict[str, Any], metric: str) -> float | None:
     return median_of(trial_reps(trial), metric)
 
 
+def objective_value(trial: dict[str, Any], metric: str) -> float | None:
+    """``metric`` as the study's objective saw it: anchored to the baseline (older summaries: the median)."""
+    value = (trial.get("anchored") or {}).get(metric)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return trial_metric(trial, metric)
+
+
 @dataclass
 class ProcessGc:
     """GC telemetry of one process summed over repetitions."""
@@ -734,8 +742,8 @@ def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
             )
             for t in trials
             if t["state"] == "COMPLETE"
-            and (x := trial_metric(t, x_metric)) is not None
-            and (y := trial_metric(t, y_metric)) is not None
+            and (x := objective_value(t, x_metric)) is not None
+            and (y := objective_value(t, y_metric)) is not None
         ]
         if points:
             doc.image(
@@ -746,7 +754,8 @@ def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
                     y_label=_axis(y_metric, objectives[1].get("direction")),
                     title=f"{name}: {metric_title(x_metric)} vs {metric_title(y_metric)}",
                 ),
-                "Trial medians of the first two objectives; the Pareto front (feasible, non-dominated) is highlighted.",
+                "The first two objectives as Optuna saw them: each trial's paired ratio times the baseline's median, "
+                "so that host drift between trials cancels; the Pareto front (feasible, non-dominated) is highlighted.",
             )
         else:
             doc.p("No completed trial has values for both objectives.")

@@ -326,8 +326,14 @@ class Sweep:
         if arms.step_result is not None:
             trial.set_user_attr("step_interleave", arms.step_result.to_dict())
             ratios = {metric: step_ratio(arms.step_result, metric) for metric in ratios}
-        violations = [c.violation(medians[c.metric]) for c in self.search.constraints]
+        # What Optuna sees (objectives, constraints): each ratio times the anchor's median, so that host drift
+        # between trials, each measured at another time, cancels. Absolute medians stay in "metrics".
+        anchor = medians if is_baseline else self._anchor(arms)
+        scaled = {m: anchor[m] * float(r["ratio"]) for m, r in ratios.items() if r["ratio"] and m in anchor}
+        values = {**medians, **scaled}
+        violations = [c.violation(values[c.metric]) for c in self.search.constraints]
         trial.set_user_attr("metrics", medians)
+        trial.set_user_attr("anchored", values)
         trial.set_user_attr("arms", {"reference": arms.reference, "trial": arms.trial})
         trial.set_user_attr("ratios", ratios)
         trial.set_user_attr("constraints", violations or [0.0])
@@ -336,7 +342,15 @@ class Sweep:
         trial.set_user_attr("switch_s", arms.switch_s)
         trial.set_user_attr("token_ids_match", arms.token_ids_match)
         trial.set_user_attr("telemetry", _compact(arms.telemetry))
-        return [medians[o.metric] for o in self.search.objectives]
+        return [values[o.metric] for o in self.search.objectives]
+
+    def _anchor(self, arms: Arms) -> dict[str, float]:
+        """The medians ratios are scaled by: the baseline trial's, or (before it finished, e.g. on another
+        worker) this trial's own reference arm."""
+        for done in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+            if done.user_attrs.get(BASELINE_ATTR) and done.user_attrs.get("metrics"):
+                return dict(done.user_attrs["metrics"])
+        return arms.medians("reference")
 
     def run(self, n_trials: int | None, callbacks: Sequence[TrialCallback] = ()) -> None:
         """Run ``n_trials`` trials (``None``: until a callback stops the study), then close the engine."""
@@ -460,6 +474,7 @@ def _trial_row(
         "params": trial.params,
         "values": trial.values,
         "metrics": attrs.get("metrics", {}),
+        "anchored": attrs.get("anchored") or attrs.get("metrics", {}),  # what Optuna saw; see Sweep._record
         "ratios": attrs.get("ratios", {}),
         "feasible": attrs.get("feasible"),
         "verdict": attrs.get("verdict"),

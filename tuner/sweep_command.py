@@ -57,7 +57,10 @@ def write_summary(study: Study, experiment: Experiment, sweep: Sweep, out_dir: P
 
 def trials_table(summary: dict) -> Table:
     objectives = [o["metric"] for o in summary["objectives"]]
-    table = Table(title=f"{summary['experiment']}: trials against the baseline")
+    table = Table(
+        title=f"{summary['experiment']}: trials against the baseline",
+        caption="objective columns: each trial's paired ratio x the baseline's median (drift between trials cancels)",
+    )
     for column in (
         "#",
         "state",
@@ -85,7 +88,7 @@ def trials_table(summary: dict) -> Table:
             row["state"],
             strategies,
             ", ".join(f"{k}={v}" for k, v in row["engine"].items()),
-            *[f"{row['metrics'].get(m, float('nan')):.2f}" if row["metrics"] else "-" for m in objectives],
+            *[f"{row['anchored'].get(m, float('nan')):.2f}" if row["anchored"] else "-" for m in objectives],
             ci,
             p,
             str(row["pairs"]),
