@@ -26,7 +26,7 @@ from tuner.config import Experiment, load_experiment
 from tuner.errors import UserError
 from tuner.sweep import Sweep, enqueue_missing, open_study, summarize_study
 
-WORKLOAD = {"num_prompts": 8, "input_len": {"dist": "fixed", "value": 8}, "output_len": {"dist": "fixed", "value": 32}}
+WORKLOAD = {"num_prompts": 8, "input_len": {"dist": "fixed", "value": 8}, "output_len": {"dist": "fixed", "value": 16}}
 
 
 def experiment(tmp_path: Path, search: dict[str, Any]) -> Experiment:
@@ -136,7 +136,7 @@ def test_a_trial_over_its_time_limit_is_failed_and_the_study_goes_on(tmp_path: P
         {
             "space": {"step_delay": [False, True], "step_delay.delay_ms": [400.0]},
             "pairs": {"min": 2, "max": 2},
-            "trial_timeout_s": 20,
+            "trial_timeout_s": 10,
             "method": "runs",
         },
     )
@@ -147,7 +147,7 @@ def test_a_trial_over_its_time_limit_is_failed_and_the_study_goes_on(tmp_path: P
     assert by_delay[False].state == optuna.trial.TrialState.COMPLETE
     slow = by_delay[True]
     assert slow.state == optuna.trial.TrialState.FAIL
-    assert "time limit of 20 s" in slow.user_attrs["failure"]
+    assert "time limit of 10 s" in slow.user_attrs["failure"]
     assert strays(before) == {}
 
 

@@ -1,6 +1,6 @@
 """``mode: serve`` on the real CPU build: vLLM's OpenAI server started, streamed, switched, stopped.
 
-Also an endpoint the tuner did not start (measured from outside), and SIGTERM in the middle of a run.
+Also an endpoint the tuner did not start (measured from outside), and SIGTERM while the server starts.
 """
 
 from __future__ import annotations
@@ -59,18 +59,16 @@ def new_strays(before: set[int]) -> set[int]:
     return strays
 
 
-def wait_until_healthy(before: set[int], timeout_s: float) -> None:
-    """Wait until a server started after ``before`` answers /health (its port read off its command line)."""
+def wait_for_engine_core(before: set[int], timeout_s: float) -> None:
+    """Wait until a server started after ``before`` has spawned its EngineCore."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for pid in vllm_server_processes() - before:
-            with contextlib.suppress(psutil.Error, ValueError, IndexError, httpx.HTTPError):
-                cmdline = psutil.Process(pid).cmdline()
-                port = cmdline[cmdline.index("--port") + 1]
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+            with contextlib.suppress(psutil.Error):
+                if "EngineCore" in psutil.Process(pid).name():
                     return
-        time.sleep(1)
-    raise AssertionError("no server became healthy")
+        time.sleep(0.2)
+    raise AssertionError("no server spawned an EngineCore")
 
 
 def serve_experiment(tmp_path: Path, **extra: Any) -> Path:
@@ -193,15 +191,18 @@ def test_greedy_tokens_survive_a_strategy_switch_in_the_server(server: ServerSes
     assert [t.token_ids for t in switched] == [t.token_ids for t in native]
 
 
-def test_sigterm_mid_run_stops_the_server(tmp_path: Path) -> None:
+def test_sigterm_while_the_server_starts_stops_all_of_it(tmp_path: Path) -> None:
+    """SIGTERM once the server has spawned its EngineCore, before it is healthy: the hardest moment to clean up.
+
+    (A finished run's graceful stop is covered by the end-to-end test.)
+    """
     before = vllm_server_processes()
-    path = serve_experiment(tmp_path, measure={"repetitions": 1000, "warmup_prompts": 0})
+    path = serve_experiment(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tuner", "run", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        wait_until_healthy(before, timeout_s=300)
-        time.sleep(3)  # inside the repetitions now
+        wait_for_engine_core(before, timeout_s=300)
         os.kill(proc.pid, signal.SIGTERM)
         _, stderr = proc.communicate(timeout=120)
     finally:

@@ -13,8 +13,10 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from tests.conftest import TINY_ENGINE
+from tuner.cli import app
 
 pytestmark = pytest.mark.engine
 
@@ -42,7 +44,7 @@ def write_experiment(tmp_path: Path) -> Path:
                     "objectives": [{"metric": "output_tokens_per_s"}],
                     "constraints": [{"metric": "itl_p99_ms", "max": 10_000}],
                     "pairs": {"min": 2, "max": 2},
-                    "step_budget_s": 8,
+                    "step_budget_s": 4,
                 },
                 "output_dir": str(tmp_path / "results"),
             }
@@ -88,8 +90,8 @@ def test_sweep_interrupted_then_resumed_without_duplicates(tmp_path: Path) -> No
     states = {t["number"]: t["state"] for t in summary["trials"]}
     assert states[0] == "COMPLETE" and states[1] == "INTERRUPTED"
 
-    again = subprocess.run(tuner("sweep", str(path)), capture_output=True, text=True, env=env)
-    assert again.returncode == 2 and "--resume" in again.stderr  # never silently restarts a study
+    again = CliRunner().invoke(app, ["sweep", str(path)])
+    assert again.exit_code == 2 and "--resume" in again.stderr  # never silently restarts a study
 
     resumed = subprocess.run(
         tuner("sweep", str(path), "--resume"), capture_output=True, text=True, env=env, timeout=600
