@@ -6,8 +6,12 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tuner.engine import EngineSession
 
 THIRD_PARTY = Path(__file__).parent / "third_party"
 
@@ -25,6 +29,32 @@ TINY_ENGINE = {
     "kv_cache_memory_bytes": 64 << 20,  # ~16 MiB needed; reserving 20% of RAM costs 3 s per start
     "dtype": "float32",  # 3x faster than bf16 on CPUs without bf16 units (62 -> 20 ms per step here)
 }
+
+
+def applicable_strategies() -> list[str]:
+    """Every registered strategy (built-in and test-only) that applies to the installed vLLM."""
+    from strategies.registry import strategy_classes
+
+    return sorted(name for name, cls in strategy_classes().items() if cls().applicable().ok)
+
+
+@pytest.fixture(scope="session")
+def engine_session() -> Iterator[EngineSession]:
+    """One tiny CPU engine with every applicable strategy installable, shared by the modules that switch in place
+    (an engine start costs 25-40 s here)."""
+    from tuner.engine import open_session
+    from tuner.plugin import encode_spec
+
+    session = open_session(TINY_ENGINE, encode_spec({}, applicable_strategies()), streaming=False)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests on the shared engine last, so it never idles beside the engines other tests start."""
+    items.sort(key=lambda item: "engine_session" in getattr(item, "fixturenames", ()))
 
 
 @pytest.fixture(autouse=True)

@@ -1,32 +1,30 @@
 """End to end on the real vLLM CPU engine: metrics, per-process GC telemetry, every strategy.
 
-One engine serves the whole module; strategies are switched in place between repetitions, which is
-itself what the sweep relies on.
+One engine (the test session's, shared with the interleave tests) serves the whole module; strategies are
+switched in place between repetitions, which is itself what the sweep relies on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from strategies import Role, strategy_classes
-from tests.conftest import TINY_ENGINE
+from tests.conftest import TINY_ENGINE, applicable_strategies
 from tuner.config import Experiment
-from tuner.engine import open_session
+from tuner.engine import EngineSession
 from tuner.measure import StrategyNotActive, Workbench, check_active, inactive_strategies
-from tuner.plugin import encode_spec
 
 pytestmark = pytest.mark.engine
 
 NUM_PROMPTS = 12
 OUTPUT_LEN = 24
-APPLICABLE = sorted(name for name, cls in strategy_classes().items() if cls().applicable().ok)
+APPLICABLE = applicable_strategies()
 
 
 @pytest.fixture(scope="module")
-def bench() -> Iterator[Workbench]:
+def bench(engine_session: EngineSession) -> Workbench:
     experiment = Experiment.model_validate(
         {
             "name": "engine-test",
@@ -40,13 +38,9 @@ def bench() -> Iterator[Workbench]:
             "measure": {"warmup_prompts": 4},
         }
     )
-    session = open_session(experiment.engine, encode_spec({}, APPLICABLE), streaming=False)
-    try:
-        workbench = Workbench(session, experiment)
-        workbench.warm_up()
-        yield workbench
-    finally:
-        session.close()
+    workbench = Workbench(engine_session, experiment)
+    workbench.warm_up()
+    return workbench
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import random
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,9 +18,12 @@ import psutil
 import pytest
 import yaml
 from rich.console import Console
+from typer.testing import CliRunner
 
 from tests.conftest import TINY_ENGINE
+from tuner.cli import app
 from tuner.config import Experiment, load_experiment
+from tuner.engine import EngineSession
 from tuner.errors import UserError
 from tuner.sweep import Sweep, enqueue_missing, open_study, summarize_study
 
@@ -42,9 +43,10 @@ def experiment(tmp_path: Path, search: dict[str, Any]) -> Experiment:
     )
 
 
-def engine_core_processes() -> list[psutil.Process]:
+def engine_core_processes(session: EngineSession) -> list[psutil.Process]:
+    """The live EngineCore process(es) of this engine session (and of no other engine in the test process)."""
     found = []
-    for child in psutil.Process().children(recursive=True):
+    for child in session.processes:
         try:
             if "EngineCore" in child.name() or any("EngineCore" in part for part in child.cmdline()):
                 found.append(child)
@@ -99,7 +101,7 @@ def test_engine_kills_lose_no_finished_trial_and_leave_no_process(tmp_path: Path
                 time.sleep(0.2)
                 continue
             time.sleep(rng.uniform(0.5, 6))
-            victims = engine_core_processes()
+            victims = engine_core_processes(session)
             if victims and not stop.is_set():
                 killed_sessions.append(session)
                 done = {t.number for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))}
@@ -153,6 +155,7 @@ def test_a_trial_over_its_time_limit_is_failed_and_the_study_goes_on(tmp_path: P
 
 @pytest.mark.engine
 def test_an_engine_that_cannot_start_exits_cleanly(tmp_path: Path) -> None:
+    before = descendants()
     path = tmp_path / "nokv.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -164,12 +167,11 @@ def test_an_engine_that_cannot_start_exits_cleanly(tmp_path: Path) -> None:
             }
         )
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "tuner", "run", str(path)], capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 4, proc.stderr[-2000:]
-    assert "the vLLM engine failed to start" in proc.stderr
-    assert "Traceback" not in proc.stderr.split("error:")[-1]
+    result = CliRunner().invoke(app, ["run", str(path)])
+    assert result.exit_code == 4, result.output[-2000:]
+    assert "the vLLM engine failed to start" in result.stderr
+    assert "Traceback" not in result.stderr.split("error:")[-1]
+    assert strays(before) == {}
 
 
 def test_corrupt_and_foreign_study_databases_are_refused_untouched(tmp_path: Path) -> None:
