@@ -26,6 +26,7 @@ import psutil
 from tuner.config import BUILTIN_DIR, BUILTIN_PREFIX, Sampling, Serve
 from tuner.metrics import RequestTiming
 from tuner.plugin import CONTROL_METHOD, ENV_VAR
+from tuner.plugin import register as register_plugin
 from tuner.plugin import state as plugin_state
 from tuner.vllm_env import import_vllm, set_quiet_env
 from tuner.workload import RequestSpec
@@ -151,6 +152,8 @@ class EngineSession(ABC):
         import_vllm()
         set_quiet_env()
         os.environ[ENV_VAR] = plugin_spec  # read by the plugin in this process and every child
+        if self.local_frontend:
+            register_plugin()  # vLLM loads plugins once per process: a second engine here brings its own spec
         self.engine_args = engine_args
         self.plugin_spec = plugin_spec
         started, wall = time.perf_counter(), time.time()

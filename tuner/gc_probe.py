@@ -33,6 +33,11 @@ class GcProbe:
             gc.callbacks.append(self._callback)
             self._installed = True
 
+    def uninstall(self) -> None:
+        if self._installed:
+            gc.callbacks.remove(self._callback)
+            self._installed = False
+
     def reset(self) -> None:
         self.window_start = time.perf_counter()
         self.collections = [0, 0, 0]

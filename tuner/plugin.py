@@ -91,6 +91,16 @@ class ProcessState:
             self.errors[strategy.name] = str(exc)
             logger.error("tuner: strategy %s not applied in %s: %s", strategy.name, ctx.role.value, exc)
 
+    def retire(self) -> None:
+        """Undo this state's strategies and telemetry in this process (a new engine brings a new spec)."""
+        for name in list(self.active):
+            strategy = get_strategy(name)
+            ctx = self.context_for(strategy)
+            if ctx is not None:
+                strategy.revert(ctx)
+        self.active.clear()
+        self.probe.uninstall()
+
     def context_for(self, strategy: Strategy) -> ProcessContext | None:
         return next((self.contexts[r] for r in Role if r in strategy.roles and r in self.contexts), None)
 
@@ -169,18 +179,31 @@ def state() -> ProcessState | None:
 
 
 def register() -> None:
-    """vLLM entry point (``vllm.general_plugins``): idempotent, no-op without ``TUNER_PLUGIN``."""
+    """vLLM entry point (``vllm.general_plugins``): no-op without ``TUNER_PLUGIN`` or when its spec is in force.
+
+    vLLM calls it once per process; a process that starts a second engine calls it again itself, and a changed
+    spec then replaces the first engine's state (its strategies reverted) instead of being ignored.
+    """
     global _state
     raw = os.environ.get(ENV_VAR)
-    if _state is not None or not raw:
+    if not raw:
         return
     try:
         spec = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise RuntimeError(f"{ENV_VAR} is not valid JSON: {exc}") from exc
+    if _state is not None:
+        if _state.spec == spec:
+            return
+        _state.retire()
     _state = ProcessState(spec)
-    _install_hooks(_state)
+    _install_hooks()
     _state.install()
+
+
+def _current() -> ProcessState:
+    assert _state is not None, "tuner hooks run only after register()"
+    return _state
 
 
 def _hook(cls: type, method: str, callback: Callable[[Any], None], *, before: bool = False) -> None:
@@ -204,19 +227,18 @@ def _hook(cls: type, method: str, callback: Callable[[Any], None], *, before: bo
 
 def _engine_core_control(engine_core: Any, request: dict[str, Any]) -> list[dict[str, Any]]:
     """``EngineCore.tuner_control``: this process's report plus every worker's."""
-    assert _state is not None
-    reports = [_state.handle(request)]
-    if Role.WORKER not in _state.contexts:  # workers live in their own processes (mp executor)
+    process = _current()
+    reports = [process.handle(request)]
+    if Role.WORKER not in process.contexts:  # workers live in their own processes (mp executor)
         reports += engine_core.model_executor.collective_rpc(CONTROL_METHOD, args=(request,))
     return reports
 
 
 def _worker_control(worker: Any, request: dict[str, Any]) -> dict[str, Any]:
-    assert _state is not None
-    return _state.handle(request)
+    return _current().handle(request)
 
 
-def _wrap_steps(engine_core_cls: type, process: ProcessState) -> None:
+def _wrap_steps(engine_core_cls: type) -> None:
     """Route every engine step through the interleaver, and note each step's scheduled tokens."""
     from vllm.v1.core.sched.scheduler import Scheduler
 
@@ -226,7 +248,9 @@ def _wrap_steps(engine_core_cls: type, process: ProcessState) -> None:
             continue
 
         def stepped(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            return process.interleaver.around_step(self, lambda: _original(self, *args, **kwargs))
+            if _state is None:
+                return _original(self, *args, **kwargs)
+            return _state.interleaver.around_step(self, lambda: _original(self, *args, **kwargs))
 
         stepped._tuner_hooked = True  # type: ignore[attr-defined]
         setattr(engine_core_cls, method, stepped)
@@ -242,9 +266,15 @@ def _wrap_steps(engine_core_cls: type, process: ProcessState) -> None:
         Scheduler.schedule = scheduled  # type: ignore[method-assign]
 
 
-def _install_hooks(process: ProcessState) -> None:
+def _install_hooks() -> None:
+    """Hook vLLM's classes once per process; the hooks act on whichever state is current."""
+
     def ready(role: Role) -> Callable[[Any], None]:
-        return lambda owner: process.on_ready(role, getattr(owner, "vllm_config", None), owner)
+        def on_ready(owner: Any) -> None:
+            if _state is not None:
+                _state.on_ready(role, getattr(owner, "vllm_config", None), owner)
+
+        return on_ready
 
     from vllm.v1.engine import core
     from vllm.v1.engine.core import EngineCore
@@ -253,7 +283,7 @@ def _install_hooks(process: ProcessState) -> None:
     # In-process engines are ready after __init__; a spawned EngineCore loads this plugin from inside its
     # own __init__ (too late to wrap it), so it becomes ready when its busy loop starts.
     _hook(EngineCore, "__init__", ready(Role.ENGINE_CORE))
-    _wrap_steps(EngineCore, process)
+    _wrap_steps(EngineCore)
     for cls_name in ("EngineCoreProc", "DPEngineCoreProc"):
         if hasattr(core, cls_name):
             _hook(getattr(core, cls_name), "run_busy_loop", ready(Role.ENGINE_CORE), before=True)
