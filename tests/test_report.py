@@ -176,6 +176,28 @@ def test_sweep_variants_single_objective_no_importance_and_compact_trials(
     assert_plausible_png(tmp_path / "exp" / "report" / "gc_pauses.png")
 
 
+def test_sweep_table_shows_the_values_the_study_saw(tmp_path: Path, summary: dict[str, Any]) -> None:
+    """A trial's own median drifts with the host; the table shows its anchored value, as `tuner sweep` does."""
+    data = copy.deepcopy(summary)
+    data["trials"][1]["anchored"] = {"output_tokens_per_s": 2512.25, "itl_p99_ms": 20.5}
+    path = write_json(tmp_path / "exp" / "sweep" / "summary.json", data)
+    build_report(path)
+    md = (tmp_path / "exp" / "report" / "report.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| 1 |"))
+    assert "| 2512 |" in row and "| 20.5 |" in row and "2498" not in row
+    assert "| 2288 |" in next(line for line in md.splitlines() if line.startswith("| 0 |"))  # no anchor: median
+
+
+@pytest.mark.parametrize(("low", "high"), [(0.96, 1.08), (0.85, 1.06), (0.5, 3.0), (0.99, 1.004)])
+def test_ratio_axis_labels_state_each_tick_exactly(low: float, high: float) -> None:
+    from tuner.plots import RatioLocator, ratio_tick_label
+
+    ticks = RatioLocator().tick_values(low, high)
+    assert 1.0 in ticks and len(ticks) >= 3
+    for tick in ticks:
+        assert float(ratio_tick_label(tick)) == pytest.approx(tick, abs=1e-9)
+
+
 def _flat(metrics: dict[str, Any]) -> dict[str, float]:
     from tuner.metrics import flat_metrics
 

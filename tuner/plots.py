@@ -282,8 +282,8 @@ def ratios(path: Path, panels: Sequence[RatioPanel], *, title: str) -> Path:
         pad = max(math.log(max(highs) / min(lows)) * 0.18, 0.01)
         ax.set_yscale("log")
         ax.set_ylim(min(lows) * math.exp(-pad), max(highs) * math.exp(pad))
-        ax.yaxis.set_major_locator(_RatioLocator())
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+        ax.yaxis.set_major_locator(RatioLocator())
+        ax.yaxis.set_major_formatter(FuncFormatter(ratio_tick_label))
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.grid(True, axis="y", alpha=0.3)
     handles: list[Patch | Line2D] = [
@@ -299,7 +299,12 @@ def ratios(path: Path, panels: Sequence[RatioPanel], *, title: str) -> Path:
     return _save(fig, path)
 
 
-class _RatioLocator(MaxNLocator):
+def ratio_tick_label(value: float, _pos: int | None = None) -> str:
+    """A ratio tick's value as placed: ticks fall on steps such as 0.025, which two decimals would misstate."""
+    return f"{value:.4f}".rstrip("0").rstrip(".")
+
+
+class RatioLocator(MaxNLocator):
     """Round ticks on a log-scaled ratio axis: a few below 1 and a few above, always including 1."""
 
     def __init__(self) -> None:

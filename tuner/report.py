@@ -704,7 +704,7 @@ def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
                 str(t["number"]),
                 t["state"],
                 "baseline" if t.get("is_baseline") else trial_label(t).split(" ", 1)[1],
-                *[fmt_num(trial_metric(t, o["metric"])) for o in objectives],
+                *[fmt_num(objective_value(t, o["metric"])) for o in objectives],
                 *[fmt_ratio(ratios.get(m)) if not t.get("is_baseline") else "1 (reference)" for m in metrics],
                 fmt_p((ratios.get(first) or {}).get("p_value")),
                 _feasible(t.get("feasible")),
@@ -715,7 +715,8 @@ def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
     doc.table(headers, rows)
     doc.p(
         "Ratios are trial / baseline from repetitions paired on the same engine (1 = no change); the verdict is "
-        f"on the first objective ({first}) and needs the 95% CI clear of 1 and p < 0.05."
+        f"on the first objective ({first}) and needs the 95% CI clear of 1 and p < 0.05. The objective columns are "
+        "what the study saw: each trial's paired ratio times the baseline's median, so drift between trials cancels."
     )
     doc.p(f"best: {_numbers(summary.get('best'))}; Pareto front: {_numbers(summary.get('pareto'))}")
 
