@@ -16,6 +16,7 @@ from tuner.errors import UserError
 from tuner.pairing import Arms, step_interleavable
 from tuner.search_space import baseline_params, config_from_params, grid, suggest
 from tuner.sweep import BASELINE_ATTR, Sweep, _best, enqueue_missing, open_study, summarize_study, winner
+from tuner.sweep_command import trials_table
 
 SPACE: dict[str, Any] = {
     "gc_threshold": [False, True],
@@ -240,3 +241,9 @@ def test_objectives_are_anchored_to_the_baseline_so_drift_between_trials_cancels
     row = summarize_study(study, exp, sweep)["trials"][1]
     assert row["metrics"]["output_tokens_per_s"] == pytest.approx(204)  # the absolute median is kept too
     assert row["anchored"]["itl_p99_ms"] == pytest.approx(60) and row["feasible"] is False
+
+    # The terminal table shows Optuna's anchored value, not the drifted median.
+    console = Console(record=True, width=200)
+    console.print(trials_table(summarize_study(study, exp, sweep)))
+    row_text = next(line for line in console.export_text().splitlines() if line.startswith("│ 1 "))
+    assert "102.00" in row_text and "204" not in row_text

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.config import Experiment
+from tuner.report import describe_engine, describe_strategies
 from tuner.sweep import (
     Sweep,
     default_storage,
@@ -78,16 +79,12 @@ def trials_table(summary: dict) -> Table:
         first = row["ratios"].get(objectives[0]) if row["ratios"] else None
         ci = f"{first['ratio']:.3f} [{first['ci_low']:.3f}, {first['ci_high']:.3f}]" if first else "-"
         p = f"{first['p_value']:.3f}" if first and first["p_value"] is not None else "-"
-        strategies = (
-            "baseline"
-            if row["is_baseline"]
-            else (", ".join(f"{k}{v or ''}" for k, v in row["strategies"].items()) or "(none)")
-        )
+        strategies = "baseline" if row["is_baseline"] else describe_strategies(row["strategies"])
         table.add_row(
             str(row["number"]),
             row["state"],
             strategies,
-            ", ".join(f"{k}={v}" for k, v in row["engine"].items()),
+            describe_engine(row["engine"]),
             *[f"{row['anchored'].get(m, float('nan')):.2f}" if row["anchored"] else "-" for m in objectives],
             ci,
             p,
