@@ -93,12 +93,7 @@ class ProcessState:
 
     def retire(self) -> None:
         """Undo this state's strategies and telemetry in this process (a new engine brings a new spec)."""
-        for name in list(self.active):
-            strategy = get_strategy(name)
-            ctx = self.context_for(strategy)
-            if ctx is not None:
-                strategy.revert(ctx)
-        self.active.clear()
+        self.switch({})
         self.probe.uninstall()
 
     def context_for(self, strategy: Strategy) -> ProcessContext | None:
