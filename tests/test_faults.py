@@ -20,7 +20,7 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from tests.conftest import TINY_ENGINE
+from tests.conftest import TINY_ENGINE, is_engine_core
 from tuner.cli import app
 from tuner.config import Experiment, load_experiment
 from tuner.engine import EngineSession
@@ -45,14 +45,7 @@ def experiment(tmp_path: Path, search: dict[str, Any]) -> Experiment:
 
 def engine_core_processes(session: EngineSession) -> list[psutil.Process]:
     """The live EngineCore process(es) of this engine session (and of no other engine in the test process)."""
-    found = []
-    for child in session.processes:
-        try:
-            if "EngineCore" in child.name() or any("EngineCore" in part for part in child.cmdline()):
-                found.append(child)
-        except psutil.Error:
-            continue
-    return found
+    return [child for child in session.processes if is_engine_core(child)]
 
 
 def descendants() -> dict[int, str]:

@@ -21,7 +21,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.conftest import TINY_ENGINE
+from tests.conftest import TINY_ENGINE, is_engine_core
 from tuner.config import Experiment, Sampling, Slo
 from tuner.engine import open_session
 from tuner.measure import Workbench
@@ -65,7 +65,7 @@ def wait_for_engine_core(before: set[int], timeout_s: float) -> None:
     while time.monotonic() < deadline:
         for pid in vllm_server_processes() - before:
             with contextlib.suppress(psutil.Error):
-                if "EngineCore" in psutil.Process(pid).name():
+                if is_engine_core(psutil.Process(pid)):
                     return
         time.sleep(0.2)
     raise AssertionError("no server spawned an EngineCore")

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tests.conftest import TINY_ENGINE
+from tests.conftest import TINY_ENGINE, is_engine_core
 from tuner.config import Experiment
 from tuner.search_space import grid
 from tuner.sweep import BASELINE_ATTR, WORKER_ATTR
@@ -227,7 +227,7 @@ def test_a_dead_workers_trial_is_retried_by_the_other(tmp_path: Path, postgres_u
             for t in trials(postgres_url, "kill")
             if t.user_attrs.get(WORKER_ATTR) == worker_name(victim) and t.state == optuna.trial.TrialState.RUNNING
         ]
-        engine = [p for p in group_members(victim.pid) if "EngineCore" in p.name()]
+        engine = [p for p in group_members(victim.pid) if is_engine_core(p)]
         if claimed and engine:
             break
         assert time.monotonic() < deadline and victim.poll() is None, log_tail(*logs)
