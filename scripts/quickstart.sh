@@ -5,7 +5,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
 # --resume: running it again continues (or just re-summarises) the same study instead of failing.
-.venv/bin/tuner sweep experiments/quickstart.yaml --resume
-if .venv/bin/tuner --help | grep -q " report "; then
-  .venv/bin/tuner report results/quickstart
-fi
+status=0
+.venv/bin/tuner sweep experiments/quickstart.yaml --resume || status=$?
+# The report shows whatever the study holds, also after a failed or interrupted sweep; the sweep's status wins.
+.venv/bin/tuner report results/quickstart
+exit "$status"

@@ -55,6 +55,7 @@ CASES: dict[str, tuple[str, int | None]] = {
     "seed_negative.yaml": ("workload.seed: Input should be greater than or equal to 0", 8),
     "repetitions_zero.yaml": ("measure.repetitions: Input should be greater than or equal to 1", 8),
     "huge_num_prompts.yaml": ("workload.num_prompts: Input should be less than or equal to 10000000", 8),
+    "num_prompts_exceed_memory.yaml": ("workload.num_prompts: 9,999,999 requests need about", 7),
     "huge_strategy_param.yaml": ("strategies.gc_threshold: gen0_per_seq must be <= 4096", 8),
     "huge_search_seed.yaml": ("search.seed: Input should be less than or equal to 4294967295", 10),
     "nan_temperature.yaml": ("workload.sampling.temperature: Input should be a finite number", 8),
@@ -79,6 +80,25 @@ CASES: dict[str, tuple[str, int | None]] = {
         4,
     ),
     "model_builtin_unknown.yaml": ("engine.model: no bundled model 'opt-huge'", 4),
+    # engine-arg values, against the installed vLLM's own argument definitions and config validation
+    "engine_value_not_int.yaml": ("engine.max_num_seqs: vLLM refuses 'many': invalid int value: 'many'", 5),
+    "engine_value_float_for_int.yaml": ("engine.max_num_seqs: vLLM refuses 1e+20: invalid int value: '1e+20'", 5),
+    "engine_value_bad_choice.yaml": ("engine.kv_cache_dtype: vLLM refuses 'bogus': invalid choice: 'bogus'", 5),
+    "engine_dtype_unknown.yaml": ("engine.dtype: vLLM refuses 'float99': invalid choice: 'float99'", 5),
+    "engine_config_refused.yaml": (
+        "engine.gpu_memory_utilization: vLLM refuses this engine config: "
+        "CacheConfig.gpu_memory_utilization: Input should be less than or equal to 1",
+        5,
+    ),
+    "search_engine_value_refused.yaml": (
+        "search.space.engine.max_num_seqs[1]: vLLM refuses 'many': invalid int value: 'many'",
+        9,
+    ),
+    "search_engine_config_refused.yaml": (
+        "search.space.engine.gpu_memory_utilization[1]: vLLM refuses this engine config: "
+        "CacheConfig.gpu_memory_utilization: Input should be less than or equal to 1",
+        9,
+    ),
     "model_dir_without_config.yaml": ("engine.model: model directory ./tests/bad_inputs has no config.json", 4),
     "model_dir_missing.yaml": ("engine.model: model directory ./no/such/model does not exist", 4),
     "model_path_too_long.yaml": ("engine.model: not a usable model path: File name too long", 4),
@@ -117,6 +137,7 @@ CASES: dict[str, tuple[str, int | None]] = {
     "invalid_date.yaml": ("cannot read '2024-02-30' as timestamp: day is out of range for month", 2),
     "bad_int_tag.yaml": ("cannot read 'many' as int", 4),
     "deeply_nested.yaml": ("YAML nested too deeply", None),
+    "alias_bomb.yaml": ("the document expands to more than 100,000 values (YAML aliases)", None),
     "non_utf8.yaml": ("not UTF-8 text: byte 0xe9 cannot be decoded", 3),
 }
 
@@ -137,6 +158,11 @@ def _make_oversized(tmp: Path) -> Path:
     return path
 
 
+def _make_fifo(tmp: Path) -> Path:  # opening it for reading blocks until a writer comes
+    os.mkfifo(path := tmp / "fifo.yaml")
+    return path
+
+
 # name -> (how to make the path in a fresh directory, what the message must contain)
 SPECIAL: dict[str, tuple[Callable[[Path], Path], str]] = {
     "empty file": (_make_empty, "no experiment: the file is empty or only comments"),
@@ -145,7 +171,8 @@ SPECIAL: dict[str, tuple[Callable[[Path], Path], str]] = {
     "path through a file": (lambda tmp: _make_empty(tmp) / "x.yaml", "cannot read: Not a directory"),
     "symlink loop": (_make_symlink_loop, "cannot read: Too many levels of symbolic links"),
     "oversized file": (_make_oversized, "larger than 1 MiB: not an experiment file"),
-    "endless device": (lambda tmp: Path("/dev/zero"), "larger than 1 MiB: not an experiment file"),
+    "endless device": (lambda tmp: Path("/dev/zero"), "cannot read: not a regular file"),
+    "FIFO (would block forever)": (_make_fifo, "cannot read: not a regular file"),
 }
 
 

@@ -1,12 +1,13 @@
 """The ``tuner`` command line: thin typer commands that call the library.
 
-Bad input exits with status 2 and one line per problem; a strategy that did not become active exits 3.
+Exit status: 0 the command measured what it was asked to; 2 bad input (one line per problem, before any engine
+starts); 3 a requested strategy is not active; 4 the engine could not start or died (``tuner run``); 5 a study is
+incomplete (its baseline or every trial failed, or some trials failed; the summary is written); 130 interrupted.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ from rich.table import Table
 
 from strategies import Param
 from tuner.cli_results import register as register_result_commands
-from tuner.errors import UserError
+from tuner.errors import StudyIncomplete, UserError
 
 app = typer.Typer(
     help="Benchmark and tune vLLM's host-side performance on a live engine.",
@@ -38,6 +39,7 @@ err_console = Console(stderr=True)
 EXIT_BAD_INPUT = 2
 EXIT_NOT_ACTIVE = 3
 EXIT_ENGINE = 4
+EXIT_INCOMPLETE = 5
 EXIT_INTERRUPTED = 130
 
 
@@ -62,6 +64,8 @@ def user_errors() -> Iterator[None]:
         fail(str(exc), EXIT_NOT_ACTIVE)
     except EngineError as exc:
         fail(str(exc), EXIT_ENGINE)
+    except StudyIncomplete as exc:
+        fail(str(exc), EXIT_INCOMPLETE)
     except KeyboardInterrupt:
         fail("interrupted", EXIT_INTERRUPTED)
 
@@ -115,20 +119,23 @@ def worker(
 
 @strategies_app.command("list")
 def strategies_list() -> None:
-    """Each strategy, whether it applies to the installed vLLM (and why not), and its parameters."""
+    """Each strategy, whether it applies to the installed vLLM (and why not), the vLLM releases and code paths it
+    supports, and its parameters."""
     from strategies import strategy_classes
 
     table = Table(title="strategies")
-    for column in ("name", "applies", "switchable", "processes", "parameters", "description"):
-        table.add_column(column, no_wrap=column == "name")
+    columns = ("name", "applies", "vLLM", "code paths", "switchable", "processes", "parameters", "description")
+    for column in columns:
+        table.add_column(column, no_wrap=column in {"name", "vLLM"}, overflow="fold")
     with user_errors():
         for name, cls in strategy_classes().items():
             verdict = cls().applicable()
             params = "\n".join(_describe_param(p) for p in cls.params)
             applies = "yes" if verdict.ok else f"no: {verdict.reason}"
+            versions = cls.vllm_versions.replace(",", ", ") or "any"
             switch = "per step" if cls.step_switchable else ("between runs" if cls.switchable else "restart")
             roles = ", ".join(sorted(r.value for r in cls.roles))
-            table.add_row(name, applies, switch, roles, params or "-", cls.description)
+            table.add_row(name, applies, versions, cls.paths or "-", switch, roles, params or "-", cls.description)
     console.print(table)
 
 
@@ -137,14 +144,12 @@ def _describe_param(param: Param) -> str:
     return f"{param.name}: {param.kind} = {param.default}{bounds}"
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-
 def main() -> None:
-    """Console-script entry point. SIGTERM is handled like Ctrl-C: the trial in progress is recorded as
-    interrupted, engines and servers are stopped, and what finished is kept."""
-    signal.signal(signal.SIGTERM, _interrupt)
+    """Console-script entry point. SIGTERM is handled like Ctrl-C, in every phase (see :mod:`tuner.interrupts`):
+    the trial in progress is recorded as interrupted, engines and servers are stopped, what finished is kept."""
+    from tuner import interrupts
+
+    interrupts.install()
     app()
 
 

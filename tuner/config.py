@@ -7,8 +7,11 @@ becomes a :class:`~tuner.errors.UserError` whose lines name the file, the line a
 from __future__ import annotations
 
 import difflib
+import errno
 import math
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,6 +26,8 @@ BUILTIN_DIR = Path(__file__).parent / "models"
 MAX_TOKENS = 1 << 24  # longer than any model's context
 MAX_PROMPTS = 10_000_000
 MAX_FILE_BYTES = 1 << 20
+MAX_EXPANDED_NODES = 100_000  # values in the document once aliases are expanded
+REQUEST_OVERHEAD_BYTES = 8 << 10  # per request: vLLM's Request and sampling state, our timing record
 
 
 class _Strict(BaseModel):
@@ -272,11 +277,66 @@ def _yaml_problem(exc: yaml.YAMLError, text: str) -> Problem:
     return Problem(f"YAML syntax error: {reason or exc}", line=line)
 
 
-def _parse(text: str) -> tuple[Any, yaml.Node | None]:
-    """The data and the node tree (for line numbers) of one YAML document, parsed once."""
+def _read_regular_file(path: Path, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``path``, which must be a regular file (a FIFO or a device would block or never
+    end). Opened non-blocking and checked on the open descriptor, so the file cannot be swapped in between."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file (a pipe, socket or device)")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as stream:
+            fd = -1
+            return stream.read(limit)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _expanded_size(root: yaml.Node, limit: int) -> int:
+    """How many nodes ``root`` stands for once every alias is expanded (counting stops past ``limit``).
+
+    PyYAML composes an alias as a second reference to the same node, so the document is a graph whose
+    expansion can be exponential in its size (a "billion laughs"); sizes are memoised per node.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        sizes[id(node)] = limit + 1  # a node that contains itself expands without end
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                total = min(total + size(child), limit + 1)
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                total = min(total + size(key) + size(value), limit + 1)
+        sizes[id(node)] = total
+        return total
+
+    return size(root)
+
+
+def _parse(text: str, file: str = "<experiment>") -> tuple[Any, yaml.Node | None]:
+    """The data and the node tree (for line numbers) of one YAML document, parsed once.
+
+    Refuses a document whose aliases expand past :data:`MAX_EXPANDED_NODES` values anywhere in it, free-form
+    engine args included, before anything is built from it.
+    """
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
+        if root is not None and _expanded_size(root, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
+            raise UserError.single(
+                file,
+                f"the document expands to more than {MAX_EXPANDED_NODES:,} values (YAML aliases): "
+                "not an experiment file",
+            )
         return (None if root is None else loader.construct_document(root)), root
     finally:
         loader.dispose()
@@ -286,8 +346,7 @@ def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     """Parse ``path``; return the data and its node tree (for line numbers)."""
     file = str(path)
     try:
-        with path.open("rb") as stream:
-            raw = stream.read(MAX_FILE_BYTES + 1)
+        raw = _read_regular_file(path, MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise UserError.single(file, "file not found") from None
     except IsADirectoryError:
@@ -302,7 +361,7 @@ def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
         message = f"not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot be decoded"
         raise UserError.single(file, message, line=raw.count(b"\n", 0, exc.start) + 1) from None
     try:
-        data, root = _parse(text)
+        data, root = _parse(text, file)
     except yaml.YAMLError as exc:
         raise UserError(file, [_yaml_problem(exc, text)]) from None
     except RecursionError:
@@ -324,26 +383,83 @@ def load_experiment(path: Path | str) -> Experiment:
     except ValidationError as exc:
         raise UserError(str(path), _problems_from_validation(exc, data, root)) from None
     problems = check_engine_args(experiment.engine, root) + check_strategies(experiment.strategies, root)
-    problems += check_lengths(experiment, root)
+    problems += check_lengths(experiment, root) + check_workload_memory(experiment.workload, root)
     if experiment.search is not None:
         problems += check_search(experiment.search, experiment.engine, root)
+    if not problems and experiment.serve.endpoint is None:
+        problems = check_engine_configs(experiment, root)
     if problems:
         raise UserError(str(path), problems)
     return experiment
 
 
+def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list[Problem]:
+    """Every engine config the experiment can start must pass vLLM's own config validation (ranges, cross-field
+    rules): the experiment's engine args, and each engine value of the search space on top of them."""
+    from tuner.engine import resolve_engine_args
+    from tuner.engine_args import config_problem
+
+    candidates: list[tuple[dict[str, Any], tuple[int | str, ...], str]] = [(experiment.engine, ("engine",), "engine")]
+    space = experiment.search.space if experiment.search else {}
+    for key, spec in space.items():
+        head, tail = split_key(key)
+        if head != "engine" or tail is None:
+            continue
+        if isinstance(spec, Range):
+            values: list[tuple[Any, int | str]] = [(spec.low, "low"), (spec.high, "high")]
+        else:
+            values = [(value, index) for index, value in enumerate(spec)]
+        for value, index in values:
+            if isinstance(value, float) and value.is_integer() and isinstance(spec, Range):
+                value = int(value)
+            loc: tuple[int | str, ...] = ("search", "space", key, index)
+            field = f"search.space.{key}" + (f".{index}" if isinstance(index, str) else f"[{index}]")
+            candidates.append(({**experiment.engine, tail: value}, loc, field))
+    problems = []
+    for args, loc, field in candidates:
+        refused = config_problem(resolve_engine_args(args))
+        if refused is None:
+            continue
+        arg, reason = refused
+        if field == "engine" and arg in experiment.engine:
+            loc, field = ("engine", arg), f"engine.{arg}"
+        problems.append(Problem(f"vLLM refuses this engine config: {reason}", field, _node_line(root, loc)))
+    return problems
+
+
+def check_workload_memory(workload: Workload, root: yaml.Node | None) -> list[Problem]:
+    """Refuse a workload whose requests would not fit in memory: all of them are built before the first one is
+    sent, and vLLM keeps a state per queued request."""
+    import psutil
+
+    per_request = REQUEST_OVERHEAD_BYTES + 40 * workload.input_len.max + 80 * workload.output_len.max
+    needed = per_request * workload.num_prompts
+    budget = psutil.virtual_memory().total // 2
+    if needed <= budget:
+        return []
+    message = (
+        f"{workload.num_prompts:,} requests need about {needed / 2**30:.1f} GiB (prompts, timings and vLLM's "
+        f"request state), more than half of this machine's {2 * budget / 2**30:.0f} GiB: use fewer prompts "
+        "(the same requests are replayed in every repetition)"
+    )
+    return [Problem(message, "workload.num_prompts", _node_line(root, ("workload", "num_prompts")))]
+
+
 def check_engine_args(engine: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
     """Engine args must be ``EngineArgs`` fields, and a local model dir must hold a ``config.json``."""
+    from tuner.engine_args import value_problem
     from tuner.vllm_env import engine_arg_names  # imports vLLM lazily (and says which extra is missing)
 
     problems = []
     known = engine_arg_names()
-    for key in engine:
+    for key, value in engine.items():
+        line = _node_line(root, ("engine", key))
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            line = _node_line(root, ("engine", key))
             problems.append(Problem(f"not a vLLM engine argument{hint}", f"engine.{key}", line))
+        elif key != "model" and (refused := value_problem(key, value)):
+            problems.append(Problem(f"vLLM refuses {value!r}: {refused}", f"engine.{key}", line))
     model = engine.get("model")
     expected = "a builtin:NAME, a local model directory or a hub id"
     if model is None or model == "":
@@ -427,6 +543,7 @@ def check_strategies(strategies: dict[str, dict[str, Any]], root: yaml.Node | No
 def check_search(search: Search, engine: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
     """Space keys must name strategies, their parameters or engine args; metrics must exist."""
     from strategies import strategy_classes
+    from tuner.engine_args import value_problem
     from tuner.metrics import METRIC_NAMES
     from tuner.vllm_env import engine_arg_names
 
@@ -440,7 +557,13 @@ def check_search(search: Search, engine: dict[str, Any], root: yaml.Node | None)
         if head == "engine":
             if tail not in engine_arg_names():
                 problems.append(Problem("not a vLLM engine argument", field, line))
-            elif isinstance(spec, list) and tail in engine and engine[tail] not in spec:
+                continue
+            for index, value in enumerate(spec if isinstance(spec, list) else ()):
+                refused = value_problem(tail, value)
+                if refused:
+                    where = _node_line(root, ("search", "space", key, index))
+                    problems.append(Problem(f"vLLM refuses {value!r}: {refused}", f"{field}[{index}]", where))
+            if isinstance(spec, list) and tail in engine and engine[tail] not in spec:
                 problems.append(
                     Problem(f"the baseline value engine.{tail}={engine[tail]!r} must be a choice", field, line)
                 )

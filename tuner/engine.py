@@ -23,7 +23,9 @@ from typing import Any
 
 import psutil
 
+from tuner import interrupts
 from tuner.config import BUILTIN_DIR, BUILTIN_PREFIX, Sampling, Serve
+from tuner.engine_args import condense
 from tuner.metrics import RequestTiming
 from tuner.plugin import CONTROL_METHOD, ENV_VAR
 from tuner.plugin import register as register_plugin
@@ -56,6 +58,52 @@ def _children_since(wall: float) -> list[psutil.Process]:
             if child.create_time() >= wall - 1.0 and not any("resource_tracker" in a for a in child.cmdline()):
                 found.append(child)
     return found
+
+
+ENGINE_PROCESS_MARKS = ("spawn_main", "EngineCore", "VLLM", "Worker")
+"""How an engine process shows in its name or command line (spawned, or renamed by vLLM after a fork)."""
+
+
+def _is_engine_process(process: psutil.Process) -> bool:
+    try:
+        text = " ".join([process.name(), *process.cmdline()])
+    except psutil.Error:
+        return False
+    return any(mark in text for mark in ENGINE_PROCESS_MARKS)
+
+
+class _StartWatch:
+    """While an engine starts, an engine process that dies aborts the start in the main thread.
+
+    vLLM's client would wait for it up to ``VLLM_ENGINE_READY_TIMEOUT_S`` (600 s) in one poll; the watch after
+    start-up (:meth:`EngineSession._watch`) covers the rest of the engine's life.
+    """
+
+    def __init__(self, wall: float, poll_s: float = 0.5) -> None:
+        self._wall = wall
+        self._poll_s = poll_s
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tuner-start-watch", daemon=True)
+
+    def __enter__(self) -> _StartWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        seen: dict[int, psutil.Process] = {}
+        while not self._done.wait(self._poll_s):
+            for child in _children_since(self._wall):
+                if child.pid not in seen and _is_engine_process(child):
+                    seen[child.pid] = child
+            dead = next((p for p in seen.values() if not _alive(p)), None)
+            if dead is not None and not self._done.is_set():
+                message = f"an engine process (pid {dead.pid}) died while the engine was starting: see vLLM's log above"
+                interrupts.interrupt_main(EngineError(message))
+                return
 
 
 def _fail_utility_calls(core: Any, error: EngineError) -> None:
@@ -159,12 +207,17 @@ class EngineSession(ABC):
         started, wall = time.perf_counter(), time.time()
         self._run_id = 0
         try:
-            self._start()
+            with _StartWatch(wall):
+                self._start()
+        except EngineError:
+            self.processes = _children_since(wall)
+            self.kill()
+            raise
         except Exception as exc:  # what was spawned must not outlive a failed start
             self.processes = _children_since(wall)
             self.kill()
-            raise EngineError(f"the vLLM engine failed to start: {type(exc).__name__}: {exc}") from exc
-        except BaseException:
+            raise EngineError(f"the vLLM engine failed to start: {condense(exc)}") from exc
+        except BaseException:  # Ctrl-C, SIGTERM
             self.processes = _children_since(wall)
             self.kill()
             raise

@@ -1,4 +1,4 @@
-"""Errors the CLI turns into a clear message and exit status 2 (never a traceback)."""
+"""Errors the CLI turns into a clear message and an exit status (never a traceback)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,7 @@ class UserError(Exception):
     @classmethod
     def single(cls, file: str, message: str, field: str = "", line: int | None = None) -> UserError:
         return cls(file, [Problem(message, field, line)])
+
+
+class StudyIncomplete(RuntimeError):
+    """A study did not measure what it was asked to (exit 5); its summary is written all the same."""

@@ -49,7 +49,7 @@ class Workbench:
         self.experiment = experiment
         workload = experiment.workload
         self.requests: list[RequestSpec] = build_requests(workload, session.vocab_size())
-        self.offsets = arrival_offsets(workload, len(self.requests)).tolist()
+        self.offsets: list[float] = [float(t) for t in arrival_offsets(workload, len(self.requests))]
 
     def warm_up(self) -> None:
         count = self.experiment.measure.warmup_prompts

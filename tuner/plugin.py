@@ -72,13 +72,13 @@ class ProcessState:
             strategy = get_strategy(name)
             if name not in self.active and role in strategy.roles:
                 self._apply(strategy, self.contexts[role], params)
-        if role is Role.FRONTEND and self.spec.get("control_port"):
+        if role is Role.FRONTEND and self.spec.get("control"):
             # A server front-end (`vllm serve`) is reached over a loopback control endpoint.
             from tuner.control_server import start_control_server
 
             try:
-                start_control_server(self, owner, int(self.spec["control_port"]))
-            except (OSError, RuntimeError) as exc:  # e.g. a second API server process: the port is taken
+                start_control_server(self, owner, self.spec["control"])
+            except (OSError, RuntimeError) as exc:  # e.g. a second API-server process: another one serves it
                 logger.error("tuner: no control endpoint in this process: %s", exc)
 
     def _apply(self, strategy: Strategy, ctx: ProcessContext, params: dict[str, Any]) -> None:

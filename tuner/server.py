@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -36,6 +37,7 @@ from tuner.workload import RequestSpec
 MODEL_NAME = "tuner-model"  # the served model name when the engine args do not set one
 HOST = "127.0.0.1"
 STOP_GRACE_S = 30.0
+CONTROL_READY_S = 30.0  # the plugin publishes its port when the server's engine is built
 # No read limit of our own: a sweep's trial time limit bounds a hung server; connecting must be quick.
 STREAM_TIMEOUT = httpx.Timeout(None, connect=30.0)
 
@@ -196,11 +198,16 @@ class ServerSession(HttpSession):
         super().__init__(engine_args, plugin_spec)
 
     def _start(self) -> None:
-        port, self.control_port = free_port(), free_port()
+        port = free_port()
         self.url = f"http://{HOST}:{port}"
         self.model_name = str(_first(self.engine_args.get("served_model_name")) or MODEL_NAME)
-        spec = {**json.loads(self.plugin_spec), "control_port": self.control_port}
-        self.log_path = Path(tempfile.mkdtemp(prefix="tuner-serve-")) / "server.log"
+        workdir = Path(tempfile.mkdtemp(prefix="tuner-serve-"))  # 0700: the port file is ours alone
+        self.control_token = secrets.token_urlsafe(32)
+        self.port_file = workdir / "control-port"
+        self.control_port: int | None = None
+        control = {"token": self.control_token, "port_file": str(self.port_file)}
+        spec = {**json.loads(self.plugin_spec), "control": control}
+        self.log_path = workdir / "server.log"
         with self.log_path.open("wb") as log:
             # Its own session: Ctrl-C reaches the tuner only, which then stops the server in order.
             self.server = subprocess.Popen(
@@ -231,14 +238,27 @@ class ServerSession(HttpSession):
         text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
         return "\n".join([f"(log: {self.log_path})", *text])
 
+    def _control_url(self) -> str:
+        """The control endpoint the plugin published (it binds its own port, then writes it to the port file)."""
+        if self.control_port is None:
+            deadline = time.monotonic() + CONTROL_READY_S
+            while not self.port_file.exists():
+                if time.monotonic() > deadline:
+                    raise EngineError(
+                        "the tuner plugin in the server opened no control endpoint; "
+                        "is this package installed in the server's Python?"
+                    )
+                time.sleep(0.1)
+            self.control_port = int(self.port_file.read_text())
+        return f"http://{HOST}:{self.control_port}/control"
+
     def _engine_control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        url = self._control_url()
+        headers = {"Authorization": f"Bearer {self.control_token}"}
         try:
-            response = httpx.post(f"http://{HOST}:{self.control_port}/control", json=request, timeout=120.0)
+            response = httpx.post(url, json=request, headers=headers, timeout=120.0)
         except httpx.HTTPError as exc:
-            raise EngineError(
-                f"the tuner plugin in the server does not answer on port {self.control_port} ({exc}); "
-                "is this package installed in the server's Python?"
-            ) from exc
+            raise EngineError(f"the tuner plugin in the server does not answer at {url} ({exc})") from exc
         body = response.json()
         if response.status_code != 200:
             raise EngineError(f"control request {request.get('op')!r} failed in the server: {body.get('error')}")

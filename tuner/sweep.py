@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import importlib.util
 import inspect
+import json
 import math
 import re
 import sqlite3
@@ -27,7 +28,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from tuner.config import Experiment
-from tuner.engine import EngineSession, open_session
+from tuner.engine import EngineError, EngineSession, open_session
 from tuner.environment import environment_record
 from tuner.errors import UserError
 from tuner.interleave import interleaved_comparison, step_ratio
@@ -36,7 +37,16 @@ from tuner.metrics import HIGHER_IS_BETTER
 from tuner.pairing import Arms, measure_pairs, step_interleavable
 from tuner.plugin import encode_spec
 from tuner.progress import progress_bars
-from tuner.search_space import Pairs, Search, baseline_params, config_from_params, grid, split_key, suggest
+from tuner.search_space import (
+    Pairs,
+    Search,
+    TrialConfig,
+    baseline_params,
+    config_from_params,
+    grid,
+    split_key,
+    suggest,
+)
 from tuner.stats import unpaired_ratio
 
 SWEEP_SCHEMA = "tuner.sweep/1"
@@ -192,6 +202,15 @@ def enqueue_missing(study: optuna.Study, experiment: Experiment, *, aa: bool) ->
     return max(planned_trials(experiment, aa=aa) - done, 0)
 
 
+def trial_config(trial: optuna.Trial, search: Search, *, aa: bool) -> TrialConfig:
+    """What ``trial`` runs. The baseline is vLLM as installed, whatever the space allows (e.g. a strategy fixed on):
+    its params were enqueued for the record and are not asked from the space, whose choices may not include them.
+    A/A trials run the baseline too."""
+    if aa or trial.user_attrs.get(BASELINE_ATTR):
+        return TrialConfig(strategies={}, engine={})
+    return config_from_params(suggest(trial, search.space))
+
+
 class Sweep:
     """Runs the trials of one study, reusing the engine while its args stay the same."""
 
@@ -205,6 +224,7 @@ class Sweep:
         self.bench: Workbench | None = None
         self.engine_args: dict[str, Any] | None = None
         self.start_s: list[float] = []
+        self.failed_starts: dict[str, str] = {}  # engine config (JSON) -> why it did not start
         self.switch_s: list[float] = []
         self.installable = sorted({split_key(k)[0] for k in self.search.space if split_key(k)[0] != "engine"})
 
@@ -212,12 +232,19 @@ class Sweep:
         wanted = {**self.experiment.engine, **engine_overrides}
         if self.bench is None or wanted != self.engine_args:
             self.close()
-            self.session = open_session(
-                wanted,
-                encode_spec({}, self.installable),
-                streaming=self.experiment.workload.streaming,
-                serve=self.experiment.serving,
-            )
+            key = json.dumps(wanted, sort_keys=True, default=str)
+            if key in self.failed_starts:  # the same engine would fail the same way: once per config is enough
+                raise EngineError(f"not started again: this engine config failed to start ({self.failed_starts[key]})")
+            try:
+                self.session = open_session(
+                    wanted,
+                    encode_spec({}, self.installable),
+                    streaming=self.experiment.workload.streaming,
+                    serve=self.experiment.serving,
+                )
+            except EngineError as exc:
+                self.failed_starts[key] = str(exc)
+                raise
             self.start_s.append(self.session.start_s)
             self.engine_args = wanted
             self.bench = Workbench(self.session, self.experiment)
@@ -231,8 +258,7 @@ class Sweep:
 
     def objective(self, trial: optuna.Trial, progress: Progress) -> list[float]:
         is_baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
-        params = suggest(trial, self.search.space)
-        config = config_from_params({} if self.aa else params)
+        config = trial_config(trial, self.search, aa=self.aa)
         trial.set_user_attr("aa", self.aa and not is_baseline)
         trial.set_user_attr("strategies", config.strategies)
         trial.set_user_attr("engine", config.engine)
@@ -248,6 +274,9 @@ class Sweep:
             steps = not is_baseline and self._use_steps(bench, config.strategies)
             if steps:  # absolute metrics for objectives and SLOs from the minimum pairs; the verdict from steps
                 pairs = Pairs(min=self.search.pairs.min, max=self.search.pairs.min)
+            # An A/A sweep checks every method the real sweep would use: run-level pairs, and steps when the space
+            # holds strategies that are compared step by step here.
+            steps = steps or (self.aa and not is_baseline and self._space_uses_steps(bench))
             arms = measure_pairs(
                 bench,
                 config.strategies,
@@ -299,6 +328,12 @@ class Sweep:
             )
         return possible
 
+    def _space_uses_steps(self, bench: Workbench) -> bool:
+        if self.search.method == "runs":
+            return False
+        reports = bench.session.control({"op": "report"})
+        return any(step_interleavable({name: {}}, reports) for name in self.installable)
+
     def _pair_callback(
         self, trial: optuna.Trial, progress: Progress, task: Any, *, prunable: bool
     ) -> Callable[[int, Any], bool]:
@@ -325,7 +360,8 @@ class Sweep:
         )
         if arms.step_result is not None:
             trial.set_user_attr("step_interleave", arms.step_result.to_dict())
-            ratios = {metric: step_ratio(arms.step_result, metric) for metric in ratios}
+            if not self.aa:  # A/A keeps both methods' verdicts apart (see summarize_study)
+                ratios = {metric: step_ratio(arms.step_result, metric) for metric in ratios}
         # What Optuna sees (objectives, constraints): each ratio times the anchor's median, so that host drift
         # between trials, each measured at another time, cancels. Absolute medians stay in "metrics".
         anchor = medians if is_baseline else self._anchor(arms)
@@ -446,17 +482,44 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | 
         "pareto": pareto,
         "importance": _importance(study),
     }
-    summary["best"] = _best(rows, search)
+    summary["best"] = _best(rows, search) if baseline is not None else []
     summary["winner"] = winner(rows, summary["best"])
+    if baseline is None:
+        summary["winner"]["reason"] = "no verdict: the baseline trial did not complete"
+    summary["incomplete"] = incomplete_reasons(rows)
     if any(r["aa"] for r in rows):
-        estimates = [r for r in complete if r["aa"] and r["verdict"] is not None]
-        significant = sum(r["verdict"] in ("better", "worse") for r in estimates)
-        summary["aa"] = {
-            "comparisons": len(estimates),
-            "significant": significant,
-            "false_positive_rate": significant / len(estimates) if estimates else None,
+        aa = [r for r in complete if r["aa"]]
+        by_method = {
+            "runs": [r["verdict"] for r in aa if r["verdict"] is not None],
+            "steps": [r["step_interleave"]["verdict"] for r in aa if (r["step_interleave"] or {}).get("estimate")],
         }
+        summary["aa"] = {method: _aa_counts(verdicts) for method, verdicts in by_method.items() if verdicts}
     return summary
+
+
+def _aa_counts(verdicts: list[str]) -> dict[str, Any]:
+    hits = sum(v in ("better", "worse") for v in verdicts)
+    return {"comparisons": len(verdicts), "significant": hits, "false_positive_rate": hits / len(verdicts)}
+
+
+def incomplete_reasons(rows: list[dict[str, Any]]) -> list[str]:
+    """Why a study's result is not the one asked for: a baseline that did not complete, no completed trial, or
+    failed trials (a failed trial that a later retry completed does not count)."""
+    reasons = []
+    retried = {r["number"] for r in rows if r["failure"] and "retried as trial" in r["failure"]}
+    base = [r for r in rows if r["is_baseline"]]
+    if base and not any(r["state"] == "COMPLETE" for r in base):
+        why = next((r["failure"] for r in reversed(base) if r["failure"]), None) or base[-1]["state"]
+        reasons.append(f"the baseline trial did not complete ({why})")
+    others = [r for r in rows if not r["is_baseline"]]
+    if others and not any(r["state"] in ("COMPLETE", "PRUNED") for r in others):
+        reasons.append("no trial other than the baseline completed")
+    failed = [r for r in others if r["state"] == "FAIL" and r["number"] not in retried]
+    if failed:
+        listed = "; ".join(f"#{r['number']}: {r['failure'] or 'no reason recorded'}" for r in failed[:3])
+        more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
+        reasons.append(f"{len(failed)} trial(s) failed: {listed}{more}")
+    return reasons
 
 
 def _trial_row(
@@ -567,9 +630,12 @@ def _flag(key: str, value: Any) -> str:
 
 def verdict_line(summary: dict[str, Any]) -> str:
     aa = summary.get("aa")
-    if aa and aa["comparisons"]:
-        rate = aa["false_positive_rate"]
-        return f"A/A: {aa['significant']} of {aa['comparisons']} comparisons called significant ({rate:.0%})"
+    if aa:
+        return "A/A: " + "; ".join(
+            f"{method}: {c['significant']} of {c['comparisons']} comparisons called significant "
+            f"({c['false_positive_rate']:.0%})"
+            for method, c in aa.items()
+        )
     trials = summary["trials"]
     starts = summary["engine_starts"]
     switches = [s for t in trials for s in t["switch_s"]]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from optuna import Study
 from rich.console import Console
 from rich.table import Table
 
 from tuner.config import Experiment
+from tuner.errors import StudyIncomplete
 from tuner.report import describe_engine, describe_strategies
 from tuner.sweep import (
     Sweep,
@@ -44,16 +46,26 @@ def run_sweep(
         else:
             console.print("nothing left to run: every trial of this study is finished")
     finally:  # also on Ctrl-C: what finished is summarised and kept
-        write_summary(study, experiment, sweep, out_dir, console)
+        summary = write_summary(study, experiment, sweep, out_dir, console)
+    require_complete(summary)
 
 
-def write_summary(study: Study, experiment: Experiment, sweep: Sweep, out_dir: Path, console: Console) -> None:
-    """Summarise the study from its storage into ``out_dir`` and print the trials table and the verdict."""
+def write_summary(
+    study: Study, experiment: Experiment, sweep: Sweep | None, out_dir: Path, console: Console
+) -> dict[str, Any]:
+    """Summarise the study from its storage into ``out_dir``, print the trials table and the verdict."""
     summary = summarize_study(study, experiment, sweep)
     paths = write_outputs(summary, out_dir)
     console.print(trials_table(summary))
     console.print(verdict_line(summary))
     console.print("wrote " + ", ".join(str(p) for p in paths))
+    return summary
+
+
+def require_complete(summary: dict[str, Any]) -> None:
+    """Raise :class:`StudyIncomplete` (exit 5) unless the study measured what it was asked to."""
+    if summary["incomplete"]:
+        raise StudyIncomplete("the study is incomplete: " + "; ".join(summary["incomplete"]))
 
 
 def trials_table(summary: dict) -> Table:

@@ -46,7 +46,7 @@ from tuner.sweep import (
     uses_grid,
     write_outputs,
 )
-from tuner.sweep_command import write_summary
+from tuner.sweep_command import require_complete, write_summary
 
 WAITING = optuna.trial.TrialState.WAITING
 RUNNING = optuna.trial.TrialState.RUNNING
@@ -238,7 +238,8 @@ def run_worker(experiment: Experiment, console: Console, *, storage: str, study_
             console.print("nothing left to claim: every trial of this study is finished or taken")
     finally:  # also on Ctrl-C: what finished is summarised and kept
         lock.release()
-        write_summary(study, experiment, sweep, out_dir, console)
+        summary = write_summary(study, experiment, sweep, out_dir, console)
+    require_complete(summary)
     return out_dir
 
 

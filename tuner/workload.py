@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def build_requests(
     outputs = sample_lengths(workload.output_len, n, rng)
     high = max(vocab_size - 1, FIRST_ORDINARY_TOKEN + 1)
     return [
-        RequestSpec(rng.integers(FIRST_ORDINARY_TOKEN, high, size=int(i)).tolist(), int(o))
+        RequestSpec(cast(list[int], rng.integers(FIRST_ORDINARY_TOKEN, high, size=int(i)).tolist()), int(o))
         for i, o in zip(inputs, outputs, strict=True)
     ]
 

@@ -1,0 +1,123 @@
+"""Ctrl-C and SIGTERM end a command within seconds, whatever the main thread is doing.
+
+Python runs signal handlers in the main thread, between bytecodes. Two things defeat that, and both happened:
+
+- the signal is delivered to another thread while the main thread waits in C (vLLM's start-up handshake is one
+  600 s ``zmq`` poll): nothing wakes the main thread, so the handler runs only when the poll times out;
+- the handler runs inside a ``gc.callbacks`` hook (our GC probe) or a ``__del__``: an exception raised there is
+  printed as "Exception ignored" and dropped.
+
+:func:`install` handles both: a watcher thread, woken through :func:`signal.set_wakeup_fd`, re-delivers a signal to
+the main thread (``pthread_kill``, which interrupts a blocking call) until the handler has run; and the handler,
+when it finds itself inside such a hook, returns and has the signal re-delivered a moment later instead of
+raising into the void. :func:`interrupt_main` raises an exception of the caller's choice in the main thread the
+same way (the engine watch uses it to abort a start whose processes died).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import signal
+import socket
+import threading
+from types import CodeType, FrameType
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+ABORT_SIGNAL = signal.SIGUSR1  # carries interrupt_main's exception to the main thread
+REDELIVER_S = 0.05  # retry delay while the main thread is inside a hook or blocked in C
+WAKE_CHECK_S = 0.2  # how long the main thread may take to run a handler before the signal is re-sent
+
+
+class _State:
+    handled = 0  # handler invocations in the main thread
+    pending: BaseException | None = None  # interrupt_main's exception, raised by the ABORT_SIGNAL handler
+    sockets: tuple[socket.socket, socket.socket] | None = None  # the wake-up pair, while installed
+
+
+def _hook_codes() -> set[CodeType]:
+    codes = set()
+    for callback in gc.callbacks:
+        function = getattr(callback, "__func__", callback)
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            codes.add(code)
+    return codes
+
+
+def inside_hook(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside a ``gc.callbacks`` hook or a ``__del__`` (where exceptions are ignored)."""
+    hooks = _hook_codes()
+    while frame is not None:
+        if frame.f_code in hooks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _send_to_main(signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, OSError):
+        ident = threading.main_thread().ident
+        if ident is not None:
+            signal.pthread_kill(ident, signum)
+
+
+def _later(signum: int) -> None:
+    timer = threading.Timer(REDELIVER_S, _send_to_main, (signum,))
+    timer.daemon = True
+    timer.start()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    _State.handled += 1
+    if inside_hook(frame):
+        _later(signum)  # raising here would be printed and ignored
+        return
+    if signum == ABORT_SIGNAL:
+        exc, _State.pending = _State.pending, None
+        if exc is not None:
+            raise exc
+        return
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _watch(wakeup: socket.socket) -> None:
+    """Re-send each signal to the main thread until its handler has run (it may sit in a long C call)."""
+    while True:
+        try:
+            data = wakeup.recv(64)
+        except OSError:
+            return
+        if not data:
+            return
+        handled = _State.handled
+        for _ in range(50):  # at most ~10 s of nudging per burst of signals
+            threading.Event().wait(WAKE_CHECK_S)
+            if _State.handled != handled:
+                break
+            _send_to_main(data[-1])
+
+
+def install() -> None:
+    """Route SIGINT, SIGTERM and :data:`ABORT_SIGNAL` through this module (main thread only; idempotent)."""
+    if _State.sockets is not None:
+        return
+    for signum in (*SIGNALS, ABORT_SIGNAL):
+        signal.signal(signum, _on_signal)
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    threading.Thread(target=_watch, args=(reader,), name="tuner-signals", daemon=True).start()
+    _State.sockets = (reader, writer)
+
+
+def interrupt_main(exc: BaseException) -> bool:
+    """Raise ``exc`` in the main thread soon (from any thread), even if it is blocked in a C call.
+
+    Only after :func:`install` (the CLI does it); returns whether the exception was sent.
+    """
+    if _State.sockets is None:
+        return False
+    _State.pending = exc
+    _send_to_main(ABORT_SIGNAL)
+    return True
