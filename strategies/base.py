@@ -19,6 +19,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from strategies.requirements import Requirement, admits, installed_root, source_version, unmet
+
 
 class Role(enum.StrEnum):
     """Which vLLM process a piece of code runs in."""
@@ -97,13 +99,30 @@ class Strategy(ABC):
     """Whether it can be applied/reverted on a running engine between runs."""
     step_switchable: ClassVar[bool] = False
     """Whether it can be switched between two engine steps (in-engine A/B blocks)."""
+    requires: ClassVar[tuple[Requirement, ...]] = ()
+    """What its patches need from vLLM's source (checked statically, here and per release in the test suite)."""
+    vllm_versions: ClassVar[str] = ""
+    """PEP 440 specifier of the vLLM releases it supports ("" for any)."""
+    paths: ClassVar[str] = ""
+    """On which code paths it acts (model runner V1/V2, sync/async scheduling, executor) and why not elsewhere."""
 
     def __init__(self) -> None:
         self.counters: dict[str, int] = {}
 
     def applicable(self) -> Applicability:
-        """Feature-detect the installed vLLM before any engine starts (override when it matters)."""
-        return Applicability(True)
+        """Check the installed vLLM against :attr:`vllm_versions` and :attr:`requires` before any engine starts,
+        without importing it (extend to check the environment)."""
+        if not self.requires and not self.vllm_versions:
+            return Applicability(True)
+        root = installed_root()
+        if root is None:
+            return Applicability(False, "vLLM is not installed")
+        version = source_version(root)
+        if self.vllm_versions and (version is None or not admits(self.vllm_versions, version)):
+            release = f"vLLM {version}" if version else "a vLLM without vllm/_version.py"
+            return Applicability(False, f"{release} is outside the releases it supports ({self.vllm_versions})")
+        problems = unmet(self.requires, root)
+        return Applicability(not problems, problems[0] if problems else "")
 
     def install(self) -> None:  # noqa: B027 - optional hook
         """Install class-level patches once per process (must be idempotent)."""

@@ -9,18 +9,33 @@ value of the freeze itself can be measured.
 from __future__ import annotations
 
 import gc
-import importlib
+import sys
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from strategies.base import Param, ProcessContext, Strategy
+from strategies.requirements import TESTED_VLLM, CallSites, Defined, NoDirectCalls
 
-# Modules that bind vLLM's freeze helper by name (`from vllm.utils.gc_utils import freeze_gc_heap`).
-_CALL_SITES = (
-    "vllm.v1.engine.core",
-    "vllm.v1.worker.gpu_worker",
-    "vllm.entrypoints.launchers.utils.server_utils",
-    "vllm.entrypoints.openai.api_server",
+# Direct `gc.freeze()` calls that `enabled: false` need not suppress: (file in vllm/, enclosing scope).
+_HARMLESS_FREEZES = (
+    ("utils/gc_utils.py", "freeze_gc_heap"),  # the helper this strategy wraps
+    ("utils/gc_utils.py", "freeze_gc_for_cudagraph_capture"),  # CUDA-graph capture only, unfrozen when it ends
+    ("v1/worker/gpu_model_runner.py", "GPUModelRunner._freeze_gc"),  # 0.26's form of the same context manager
+    ("v1/engine/core.py", "EngineCoreProc.run_engine_core"),  # ROCm only, after the engine has shut down
+    ("distributed/weight_transfer/sharded_rdt_trainer.py", "_RDTProducerServer.__init__"),  # RL trainer's actor
 )
+
+
+def rebind(module: ModuleType, name: str, replacement: Callable[..., Any]) -> None:
+    """Set ``module.name`` to ``replacement``, and ``name`` in every imported module where it still is the original
+    (``from module import name``). Modules imported later bind the replacement themselves."""
+    original = getattr(module, name)
+    setattr(module, name, replacement)
+    for other in list(sys.modules.values()):
+        namespace = getattr(other, "__dict__", None)  # not getattr(other, name): it may run a lazy __getattr__
+        if isinstance(namespace, dict) and namespace.get(name) is original:
+            namespace[name] = replacement
 
 
 class GcFreeze(Strategy):
@@ -28,13 +43,27 @@ class GcFreeze(Strategy):
     description = "Freeze the GC heap after warm-up in every process (false: undo upstream's freeze)."
     params = (Param("enabled", "bool", True, help="true: freeze everywhere; false: never freeze"),)
     switchable = True
+    requires = (
+        Defined("utils/gc_utils.py", "freeze_gc_heap"),
+        # Proves that `rebind` reaches every caller of vLLM's freeze, wherever it moves between releases.
+        CallSites("vllm.utils.gc_utils", "freeze_gc_heap"),
+        NoDirectCalls("gc", "freeze", allowed=_HARMLESS_FREEZES),
+    )
+    vllm_versions = TESTED_VLLM
+    paths = (
+        "All paths: true freezes each process once it is ready; false suppresses vLLM's freeze_gc_heap at every "
+        "call site (EngineCore, GPU worker, API server) and unfreezes."
+    )
 
     def __init__(self) -> None:
         super().__init__()
         self.suppress_upstream = False
         self._was_frozen: bool | None = None
+        self._installed = False
 
     def install(self) -> None:
+        if self._installed:
+            return
         from vllm.utils import gc_utils
 
         original = gc_utils.freeze_gc_heap
@@ -45,13 +74,8 @@ class GcFreeze(Strategy):
                 return
             original()
 
-        for name in _CALL_SITES:
-            try:
-                module = importlib.import_module(name)
-            except Exception:  # a call site that does not exist in this vLLM (or cannot import here)
-                continue
-            if getattr(module, "freeze_gc_heap", None) is original:
-                module.freeze_gc_heap = freeze_gc_heap  # type: ignore[attr-defined]
+        rebind(gc_utils, "freeze_gc_heap", freeze_gc_heap)
+        self._installed = True
 
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
         if self._was_frozen is None:

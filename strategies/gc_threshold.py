@@ -11,6 +11,7 @@ import gc
 from typing import Any
 
 from strategies.base import Param, ProcessContext, Strategy
+from strategies.requirements import TESTED_VLLM, Defined
 
 
 class GcThreshold(Strategy):
@@ -24,6 +25,12 @@ class GcThreshold(Strategy):
     )
     switchable = True
     step_switchable = True
+    requires = (Defined("config/scheduler.py", "SchedulerConfig.max_num_seqs"),)
+    vllm_versions = TESTED_VLLM
+    paths = (
+        "All paths (V1/V2 model runner, sync/async scheduling, any executor): it only sets CPython's GC thresholds "
+        "in each process."
+    )
 
     def __init__(self) -> None:
         super().__init__()

@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from strategies.base import Applicability, Param, ProcessContext, Role, Strategy
+from strategies.base import Param, ProcessContext, Role, Strategy
+from strategies.requirements import TESTED_VLLM, Absent, AssignedIn, Params, Snippet
 
+_RUNNER = "v1/worker/gpu_model_runner.py"  # the V1 model runner
 _EMPTY_ROW = np.empty(0, dtype=np.int64)
 
 # (vLLM's line, its array-safe replacement); each must occur exactly once in `_bookkeeping_sync`.
@@ -78,21 +80,32 @@ class NdarrayOutputs(Strategy):
     params = (Param("enabled", "bool", True, help="true: numpy rows; false: vLLM's lists"),)
     roles = frozenset({Role.WORKER, Role.ENGINE_CORE})
     switchable = True
+    requires = (
+        *(Snippet(_RUNNER, "GPUModelRunner._bookkeeping_sync", text=old) for old, _ in _REWRITES),
+        Snippet(_RUNNER, "GPUModelRunner._bookkeeping_sync", text="super()", count=0),
+        AssignedIn(_RUNNER, "GPUModelRunner.__init__", attribute="use_async_scheduling"),
+        Params(
+            "v1/core/sched/scheduler.py",
+            "Scheduler.update_from_output",
+            names=("self", "scheduler_output", "model_runner_output"),
+        ),
+        Absent(
+            "v1/core/sched/async_scheduler.py",
+            "AsyncScheduler.update_from_output",
+            because="the rows are turned back into lists in Scheduler.update_from_output",
+        ),
+    )
+    vllm_versions = TESTED_VLLM
+    paths = (
+        "V1 model runner with sync scheduling only (the CPU default; on a GPU: VLLM_USE_V2_MODEL_RUNNER=0 and "
+        "--no-async-scheduling). The V2 runner, the GPU default, never calls the V1 _bookkeeping_sync it patches: "
+        "a no-op there. V1 with async scheduling or speculative decoding: refused at worker ready."
+    )
 
     def __init__(self) -> None:
         super().__init__()
         self.enabled = False
         self._installed = False
-
-    def applicable(self) -> Applicability:
-        try:
-            from vllm.v1.core.sched.scheduler import Scheduler
-        except Exception as exc:
-            return Applicability(False, f"cannot import vLLM's scheduler: {exc}")
-        if not hasattr(Scheduler, "update_from_output"):
-            return Applicability(False, "this vLLM's Scheduler has no update_from_output")
-        function, reason = _rewritten_bookkeeping()
-        return Applicability(function is not None, reason)
 
     def install(self) -> None:
         if self._installed:

@@ -2,15 +2,24 @@
 
 ``enabled: true`` is vLLM's own behaviour; ``enabled: false`` forces the copy, as before the PR. It exists
 only in the V2 model runner; where vLLM runs the V1 runner (CPU without triton-cpu, or
-``VLLM_USE_V2_MODEL_RUNNER=0``) the strategy is refused with that reason.
+``VLLM_USE_V2_MODEL_RUNNER=0``) the strategy is refused with that reason. A release whose V2 sampler never makes
+the copy (0.26) has nothing to elide or force: its source fails the requirements.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from strategies.base import Applicability, Param, ProcessContext, Role, Strategy
+from strategies.requirements import AssignedIn, Defined, Params, Snippet
+
+_SAMPLER = "v1/worker/gpu/sample/sampler.py"  # the V2 model runner's sampler
+_APPLY = "Sampler.apply_sampling_params"
 
 
 class SamplerCopyElision(Strategy):
@@ -19,6 +28,21 @@ class SamplerCopyElision(Strategy):
     params = (Param("enabled", "bool", True, help="true: vLLM's native elision; false: force the copy"),)
     roles = frozenset({Role.WORKER})
     switchable = True
+    requires = (
+        AssignedIn(_SAMPLER, "Sampler.__init__", attribute="needs_logits_processing"),
+        # The elision and the copy that `enabled: false` reproduces, as vLLM writes them.
+        Snippet(_SAMPLER, _APPLY, text="if not np.any(self.needs_logits_processing[idx_mapping_np]):"),
+        Snippet(_SAMPLER, _APPLY, text="torch.empty_like(logits, dtype=torch.float32).copy_(logits)"),
+        Params(_SAMPLER, _APPLY, names=("self", "logits", "expanded_idx_mapping", "idx_mapping", "idx_mapping_np")),
+        Defined("config/vllm.py", "VllmConfig.use_v2_model_runner"),
+        Defined("triton_utils/__init__.py", "HAS_TRITON"),
+    )
+    vllm_versions = ">=0.32,<0.34"  # 0.32: the first release checked with the copy
+    paths = (
+        "V2 model runner only (the GPU default with Triton; on CPU it needs triton-cpu), any scheduling and "
+        "executor: the copy lives in the V2 sampler. Refused on the V1 runner (the CPU default) and on vLLM < 0.32, "
+        "whose V2 sampler never makes the copy."
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -26,6 +50,9 @@ class SamplerCopyElision(Strategy):
         self._installed = False
 
     def applicable(self) -> Applicability:
+        verdict = super().applicable()
+        if not verdict.ok:
+            return verdict
         if os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == "0":
             return Applicability(
                 False, "VLLM_USE_V2_MODEL_RUNNER=0 selects the V1 model runner, which has no copy elision"
@@ -40,38 +67,15 @@ class SamplerCopyElision(Strategy):
                 "vLLM will run the V1 model runner here (no usable Triton; on CPU the V2 runner needs "
                 "triton-cpu), and copy elision exists only in the V2 sampler",
             )
-        try:
-            from vllm.v1.worker.gpu.sample.sampler import Sampler
-        except Exception as exc:
-            return Applicability(False, f"this vLLM has no V2 sampler: {exc}")
-        if not hasattr(Sampler, "apply_sampling_params"):
-            return Applicability(False, "the V2 Sampler has no apply_sampling_params in this vLLM")
         return Applicability(True)
 
     def install(self) -> None:
         if self._installed:
             return
-        import numpy as np
-        import torch
         from vllm.v1.worker.gpu.sample import sampler as s
 
         original = s.Sampler.apply_sampling_params
-
-        def apply_sampling_params(
-            sampler: Any,
-            logits: Any,
-            expanded_idx_mapping: Any,
-            idx_mapping: Any,
-            idx_mapping_np: Any,
-            *args: Any,
-            **kwargs: Any,
-        ) -> Any:
-            if not self.enabled and not np.any(sampler.needs_logits_processing[idx_mapping_np]):
-                self.count("forced_copy")
-                return torch.empty_like(logits, dtype=torch.float32).copy_(logits)
-            return original(sampler, logits, expanded_idx_mapping, idx_mapping, idx_mapping_np, *args, **kwargs)
-
-        s.Sampler.apply_sampling_params = apply_sampling_params  # type: ignore[method-assign]
+        s.Sampler.apply_sampling_params = forcing_copy(original, self)  # type: ignore[method-assign]
         self._installed = True
 
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
@@ -81,3 +85,24 @@ class SamplerCopyElision(Strategy):
 
     def revert(self, ctx: ProcessContext) -> None:
         self.enabled = True
+
+
+def forcing_copy(original: Callable[..., Any], strategy: SamplerCopyElision) -> Callable[..., Any]:
+    """``Sampler.apply_sampling_params`` that, while ``strategy`` is disabled, makes the fp32 copy vLLM elides.
+
+    Arguments are bound by name against ``original``'s signature, so the wrapper reads ``logits`` and
+    ``idx_mapping_np`` wherever a release puts them (0.26 and 0.32 order their parameters differently).
+    """
+    import torch
+
+    signature = inspect.signature(original)
+
+    def apply_sampling_params(sampler: Any, *args: Any, **kwargs: Any) -> Any:
+        if not strategy.enabled:
+            given = signature.bind(sampler, *args, **kwargs).arguments
+            if not np.any(sampler.needs_logits_processing[given["idx_mapping_np"]]):
+                strategy.count("forced_copy")
+                return torch.empty_like(given["logits"], dtype=torch.float32).copy_(given["logits"])
+        return original(sampler, *args, **kwargs)
+
+    return apply_sampling_params

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies.base import Applicability, Param, ProcessContext, Role, Strategy
+from strategies.base import Param, ProcessContext, Role, Strategy
+from strategies.requirements import TESTED_VLLM, AssignedIn, Defined, Params, Snippet
+
+_MANAGER = "v1/core/kv_cache_manager.py"
 
 
 class SharedEmptyKvBlocks(Strategy):
@@ -20,20 +23,22 @@ class SharedEmptyKvBlocks(Strategy):
     roles = frozenset({Role.ENGINE_CORE})
     switchable = True
     step_switchable = True
+    requires = (
+        Params(_MANAGER, "KVCacheManager.create_kv_cache_blocks", names=("self", "blocks")),
+        # vLLM's native sharing, which `enabled: false` replaces by fresh objects.
+        Snippet(_MANAGER, "KVCacheManager.create_kv_cache_blocks", text="else self.empty_kv_cache_blocks"),
+        AssignedIn(_MANAGER, "KVCacheManager.__init__", attribute="empty_kv_cache_blocks"),
+        Defined(_MANAGER, "KVCacheBlocks.blocks"),
+    )
+    vllm_versions = TESTED_VLLM
+    paths = (
+        "All paths (V1/V2 model runner, sync/async scheduling, any executor): they share EngineCore's KV-cache manager."
+    )
 
     def __init__(self) -> None:
         super().__init__()
         self.enabled = True
         self._installed = False
-
-    def applicable(self) -> Applicability:
-        try:
-            from vllm.v1.core.kv_cache_manager import KVCacheManager
-        except ImportError as exc:
-            return Applicability(False, f"vllm.v1.core.kv_cache_manager cannot be imported: {exc}")
-        if not hasattr(KVCacheManager, "create_kv_cache_blocks"):
-            return Applicability(False, "this vLLM has no KVCacheManager.create_kv_cache_blocks (pre-#24964)")
-        return Applicability(True)
 
     def install(self) -> None:
         if self._installed:

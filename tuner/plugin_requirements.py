@@ -1,0 +1,52 @@
+"""What the plugin's own hooks (:mod:`tuner.plugin`) need from vLLM's source, on every release it supports.
+
+Unlike a strategy, the plugin cannot be refused on one release: these must hold on every version of the support
+matrix (``tests/test_vllm_compat.py`` checks them on each unpacked wheel).
+"""
+
+from __future__ import annotations
+
+from strategies.requirements import Absent, AssignedIn, Defined, Order, Params, Requirement, Snippet
+
+_CORE = "v1/engine/core.py"
+_WORKER_BASE = "v1/worker/worker_base.py"
+_SCHEDULER = "v1/core/sched/scheduler.py"
+
+REQUIRES: tuple[Requirement, ...] = (
+    # Delivery: the `vllm.general_plugins` entry points are loaded in process 0, EngineCore and every worker.
+    Snippet("plugins/__init__.py", "DEFAULT_PLUGINS_GROUP", text='"vllm.general_plugins"'),
+    Snippet("plugins/__init__.py", "load_general_plugins", text="load_plugins_by_group(group=DEFAULT_PLUGINS_GROUP)"),
+    Snippet("engine/arg_utils.py", "EngineArgs.__post_init__", text="load_general_plugins()"),
+    Snippet(_WORKER_BASE, "WorkerWrapperBase.init_worker", text="load_general_plugins()"),
+    # Ready hooks (`_hook` wraps a method only where the class itself defines it).
+    Defined(_CORE, "EngineCore.__init__"),
+    Defined(_CORE, "EngineCoreProc.run_busy_loop"),
+    Defined(_CORE, "DPEngineCoreProc.run_busy_loop"),
+    Defined("v1/worker/gpu_worker.py", "Worker.compile_or_warm_up_model"),
+    Defined("v1/worker/cpu_worker.py", "CPUWorker.compile_or_warm_up_model"),
+    Defined("v1/engine/llm_engine.py", "LLMEngine.__init__"),
+    Defined("v1/engine/async_llm.py", "AsyncLLM.__init__"),
+    # Step wrap: both step functions, bound to `step_fn` only after a spawned EngineCore loaded the plugin.
+    Defined(_CORE, "EngineCore.step"),
+    Defined(_CORE, "EngineCore.step_with_batch_queue"),
+    Order(_CORE, "EngineCore.__init__", first="load_general_plugins()", then="self.step_fn ="),
+    Defined(_SCHEDULER, "Scheduler.schedule"),
+    Absent(
+        "v1/core/sched/async_scheduler.py",
+        "AsyncScheduler.schedule",
+        because="the step wrap counts scheduled tokens in Scheduler.schedule",
+    ),
+    Defined("v1/core/sched/output.py", "SchedulerOutput.total_num_scheduled_tokens"),
+    AssignedIn(_CORE, "EngineCore.__init__", attribute="scheduler"),
+    AssignedIn(_SCHEDULER, "Scheduler.__init__", attribute="running"),
+    # Control: EngineCore.tuner_control as a utility call, forwarded to the workers by collective_rpc.
+    Snippet(_CORE, "EngineCoreProc._handle_client_request", text="getattr(self, method_name)"),
+    AssignedIn(_CORE, "EngineCore.__init__", attribute="model_executor"),
+    Params("v1/executor/abstract.py", "Executor.collective_rpc", names=("self", "method", "timeout", "args")),
+    Defined(_WORKER_BASE, "WorkerBase"),
+    Defined(_WORKER_BASE, "WorkerWrapperBase.__getattr__"),
+    AssignedIn("v1/engine/llm_engine.py", "LLMEngine.__init__", attribute="engine_core"),
+    AssignedIn("v1/engine/async_llm.py", "AsyncLLM.__init__", attribute="engine_core"),
+    Defined("v1/engine/core_client.py", "SyncMPClient.call_utility"),
+    Defined("v1/engine/core_client.py", "AsyncMPClient.call_utility_async"),
+)
