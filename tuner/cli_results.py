@@ -1,4 +1,4 @@
-"""CLI commands that read results: ``tuner report``, ``tuner compare`` and ``tuner export bench``.
+"""CLI commands that read results: ``tuner report``, ``compare``, ``export bench`` and ``history``.
 
 ``tuner.cli`` adds them with ``register(app)``. Each command imports its library module lazily (the CLI starts
 fast) and wraps its body in ``tuner.cli.user_errors()``, so bad input prints one line and exits 2.
@@ -32,6 +32,11 @@ SideSpec = Annotated[
 class BenchKindOption(StrEnum):
     bigger = "bigger"
     smaller = "smaller"
+
+
+class BenchSeriesOption(StrEnum):
+    ratio = "ratio"
+    absolute = "absolute"
 
 
 def report(
@@ -88,13 +93,20 @@ def export_bench(
         typer.Option(
             "--output",
             "-o",
-            help="JSON file to write; without --kind two files: <stem>-bigger.json and <stem>-smaller.json",
+            help="JSON file to write; an option left out adds its part to the name: <stem>[-<series>][-<kind>].json",
             show_default=False,
         ),
     ],
     kind: Annotated[
         BenchKindOption | None,
         typer.Option(help="only one list: bigger (customBiggerIsBetter) or smaller (customSmallerIsBetter)"),
+    ] = None,
+    series: Annotated[
+        BenchSeriesOption | None,
+        typer.Option(
+            help="only one series: ratio (a sweep's paired ratios to its baseline, per configuration) or absolute "
+            "(the baseline's or a run's own figures)"
+        ),
     ] = None,
     prefix: Annotated[str | None, typer.Option(help="benchmark name prefix (default: the experiment name)")] = None,
 ) -> None:
@@ -103,15 +115,74 @@ def export_bench(
     from tuner.cli import console, user_errors
 
     with user_errors():
-        paths = write_bench(path, output, kind=kind.value if kind else None, prefix=prefix)
+        paths = write_bench(
+            path,
+            output,
+            kind=kind.value if kind else None,
+            series=series.value if series else None,
+            prefix=prefix,
+        )
     for written in paths:
         console.print(f"wrote [bold]{written}[/bold]", soft_wrap=True)
 
 
+def history(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="github-action-benchmark's data.js (from gh-pages), or a directory of exported files named "
+            "<order>-<commit>[-<part>].json",
+            show_default=False,
+        ),
+    ],
+    series: Annotated[
+        list[str] | None, typer.Option("--series", "-s", help="only series whose name matches this glob (repeatable)")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="directory for one PNG plot per series")] = Path("history"),
+    summary: Annotated[
+        Path | None, typer.Option(help='append a markdown summary to this file (e.g. "$GITHUB_STEP_SUMMARY")')
+    ] = None,
+    max_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="largest p-value of a change point")] = 0.001,
+    min_change: Annotated[
+        float, typer.Option(min=0.0, help="ignore change points whose mean moves less than this many percent")
+    ] = 0.0,
+) -> None:
+    """Find change points in stored benchmark series (Apache Otava) and plot each series."""
+    from rich.table import Table
+
+    from tuner.cli import console, user_errors
+    from tuner.history import append_markdown, summary_markdown
+    from tuner.history import history as analyse
+
+    with user_errors():
+        results = analyse(path, out, patterns=series or [], max_p=max_p, min_change_pct=min_change)
+        if summary is not None:
+            append_markdown(summary, summary_markdown(results, path, max_p))
+    table = Table(title=f"Change points (p ≤ {max_p:g})")
+    for column in ("series", "commits", "change", "mean before → after", "p", "verdict"):
+        table.add_column(column, justify="left" if column in ("series", "commits", "verdict") else "right")
+    colors = {"regression": "red", "improvement": "green", "change": "yellow"}
+    for result in results:
+        for cp in result.change_points:
+            table.add_row(
+                result.series.name,
+                f"{cp.before[:12]}..{cp.after[:12]}",
+                f"{cp.change_pct:+.2f}%",
+                f"{cp.mean_before:.4g} → {cp.mean_after:.4g} {result.series.unit}".rstrip(),
+                f"{cp.p_value:.2g}",
+                f"[{colors[cp.verdict]}]{cp.verdict}[/]",
+            )
+    found = sum(len(r.change_points) for r in results)
+    if found:
+        console.print(table)
+    console.print(f"{len(results)} series, {found} change point(s); plots in [bold]{out}[/bold]/", soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``report``, ``compare`` and ``export bench`` to ``app``."""
+    """Add ``report``, ``compare``, ``export bench`` and ``history`` to ``app``."""
     app.command("report")(report)
     app.command("compare")(compare)
+    app.command("history")(history)
     export_app = typer.Typer(help="Export results for other tools.", no_args_is_help=True)
     export_app.command("bench")(export_bench)
     app.add_typer(export_app, name="export")

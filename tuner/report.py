@@ -222,15 +222,23 @@ def aggregate_processes(process_lists: Iterable[list[dict[str, Any]]]) -> list[P
 
 
 def metric_unit(metric: str) -> str:
-    if metric.endswith("_ms"):
-        return "ms"
-    if metric.startswith("requests_per_s"):
-        return "req/s"
-    if metric.endswith("tokens_per_s"):
-        return "tok/s"
-    if metric.endswith("_s"):
-        return "s"
-    return ""
+    """The unit of ``metric``: every metric has one, since charts, tables and exports label values with it."""
+    exact = {
+        "slo_attainment": "fraction",
+        "gc_share_max": "fraction",
+        "peak_rss_mb": "MiB",
+        "completed": "requests",
+        "failed": "requests",
+        "prompt_tokens": "tokens",
+        "output_tokens": "tokens",
+    }
+    suffixes = (("_ms", "ms"), ("requests_per_s", "req/s"), ("tokens_per_s", "tok/s"), ("_s", "s"))
+    if metric in exact:
+        return exact[metric]
+    for suffix, unit in suffixes:
+        if metric.endswith(suffix):
+            return unit
+    raise ValueError(f"no unit known for metric {metric!r}")
 
 
 def metric_title(metric: str) -> str:
