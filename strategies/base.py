@@ -124,6 +124,15 @@ class Strategy(ABC):
         problems = unmet(self.requires, root)
         return Applicability(not problems, problems[0] if problems else "")
 
+    def refuses(self, vllm_config: Any) -> str | None:
+        """Why the strategy cannot act on the code path of an engine with this resolved ``VllmConfig`` (model
+        runner V1/V2, async scheduling, executor, start method, parallelism, speculative decoding), or None.
+
+        The tuner asks before any engine starts, and the plugin again when a process is ready, so a strategy that
+        would silently do nothing is refused before anything is measured.
+        """
+        return None
+
     def install(self) -> None:  # noqa: B027 - optional hook
         """Install class-level patches once per process (must be idempotent)."""
 
@@ -136,8 +145,17 @@ class Strategy(ABC):
         """Restore this process to vLLM's native behaviour."""
 
     def count(self, key: str, n: int = 1) -> None:
-        """Count how often a patched path ran: the proof that the strategy is really active."""
+        """Count how often a patched path ran: the proof that the strategy is really active.
+
+        The tuner requires a counter of every active strategy to move during each measured repetition in every
+        process where it is applied; a strategy that changes state once (not a code path) counts in :meth:`verify`.
+        """
         self.counters[key] = self.counters.get(key, 0) + n
+
+    def verify(self, ctx: ProcessContext) -> str | None:
+        """Called at the start and end of each measured repetition while active: why the strategy is no longer in
+        force here (None when it is). Strategies that set process state once check it and count ``in_force``."""
+        return None
 
     @classmethod
     def resolve_params(cls, given: dict[str, Any] | None) -> dict[str, Any]:

@@ -90,6 +90,14 @@ class GcFreeze(Strategy):
             gc.unfreeze()
             self.count("unfreeze")
 
+    def verify(self, ctx: ProcessContext) -> str | None:
+        frozen = gc.get_freeze_count() > 0
+        if frozen == self.suppress_upstream:
+            wanted = "unfrozen" if self.suppress_upstream else "frozen"
+            return f"the GC heap is not {wanted} here any more (gc.get_freeze_count() = {gc.get_freeze_count()})"
+        self.count("in_force")
+        return None
+
     def revert(self, ctx: ProcessContext) -> None:
         self.suppress_upstream = False
         if self._was_frozen:

@@ -35,6 +35,7 @@ class GcThreshold(Strategy):
     def __init__(self) -> None:
         super().__init__()
         self._saved: tuple[int, int, int] | None = None
+        self._applied: tuple[int, int, int] | None = None
 
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
         if self._saved is None:
@@ -42,13 +43,21 @@ class GcThreshold(Strategy):
         max_num_seqs = _max_num_seqs(ctx.vllm_config)
         _, g1, g2 = self._saved
         gen0 = params["base"] + params["gen0_per_seq"] * max_num_seqs
-        gc.set_threshold(gen0, params["gen1"] or g1, params["gen2"] or g2)
+        self._applied = (gen0, params["gen1"] or g1, params["gen2"] or g2)
+        gc.set_threshold(*self._applied)
         self.count("set_threshold")
+
+    def verify(self, ctx: ProcessContext) -> str | None:
+        if gc.get_threshold() != self._applied:
+            return f"GC thresholds are {gc.get_threshold()}, not the {self._applied} it set (changed by someone else)"
+        self.count("in_force")
+        return None
 
     def revert(self, ctx: ProcessContext) -> None:
         if self._saved is not None:
             gc.set_threshold(*self._saved)
             self._saved = None
+        self._applied = None
 
 
 def _max_num_seqs(vllm_config: Any) -> int:

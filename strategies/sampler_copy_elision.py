@@ -78,9 +78,12 @@ class SamplerCopyElision(Strategy):
         s.Sampler.apply_sampling_params = forcing_copy(original, self)  # type: ignore[method-assign]
         self._installed = True
 
+    def refuses(self, vllm_config: Any) -> str | None:
+        if not getattr(vllm_config, "use_v2_model_runner", False):
+            return "this engine runs the V1 model runner; copy elision exists only in the V2 sampler"
+        return None
+
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
-        if ctx.vllm_config is not None and not getattr(ctx.vllm_config, "use_v2_model_runner", False):
-            raise RuntimeError("this worker runs the V1 model runner; copy elision exists only in V2")
         self.enabled = params["enabled"]
 
     def revert(self, ctx: ProcessContext) -> None:
@@ -98,9 +101,14 @@ def forcing_copy(original: Callable[..., Any], strategy: SamplerCopyElision) -> 
     signature = inspect.signature(original)
 
     def apply_sampling_params(sampler: Any, *args: Any, **kwargs: Any) -> Any:
-        if not strategy.enabled:
-            given = signature.bind(sampler, *args, **kwargs).arguments
-            if not np.any(sampler.needs_logits_processing[given["idx_mapping_np"]]):
+        flags = getattr(sampler, "needs_logits_processing", None)  # absent before the elision existed (0.26)
+        if flags is None:
+            return original(sampler, *args, **kwargs)
+        given = signature.bind(sampler, *args, **kwargs).arguments
+        if not np.any(flags[given["idx_mapping_np"]]):  # a batch whose copy vLLM elides
+            if strategy.enabled:
+                strategy.count("elided")  # vLLM's own path ran: proof the strategy's setting was in force
+            else:
                 strategy.count("forced_copy")
                 return torch.empty_like(given["logits"], dtype=torch.float32).copy_(given["logits"])
         return original(sampler, *args, **kwargs)

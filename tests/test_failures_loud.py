@@ -8,6 +8,7 @@ the step-level method.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -16,8 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -239,15 +239,20 @@ def test_a_signal_inside_a_gc_hook_is_not_swallowed() -> None:
 # ------------------------------------------------------------------------------------------ control endpoint
 
 
-def _post(url: str, body: bytes, token: str | None) -> tuple[int, Any]:
-    request = urllib.request.Request(url, data=body, method="POST")
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
+def _post(url: str, body: bytes, token: str | None, length: int | None = None) -> tuple[int, Any]:
+    """POST ``body``, announcing ``length`` bytes (a client may claim more than it sends: refused unread)."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+        connection.putrequest("POST", parts.path)
+        connection.putheader("Content-Length", str(len(body) if length is None else length))
+        if token is not None:
+            connection.putheader("Authorization", f"Bearer {token}")
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
 
 
 def test_the_control_endpoint_serves_only_the_tuner_that_holds_its_token(tmp_path: Path) -> None:
@@ -266,7 +271,7 @@ def test_the_control_endpoint_serves_only_the_tuner_that_holds_its_token(tmp_pat
         assert _post(url, switch, "guess")[0] == 401
         assert _post(url.replace("/control", "/other"), switch, "s3cret")[0] == 404
         assert seen == []  # nothing was changed by a caller without the token
-        assert _post(url, b"x" * (MAX_BODY_BYTES + 1), "s3cret")[0] == 413
+        assert _post(url, b"{}", "s3cret", length=MAX_BODY_BYTES + 1)[0] == 413
         assert _post(url, b"[1, 2]", "s3cret")[0] == 500  # not a request object
         assert _post(url, switch, "s3cret") == (200, [{"switched": {"gc_threshold": {}}}])
         assert seen == [{"op": "switch", "strategies": {"gc_threshold": {}}}]

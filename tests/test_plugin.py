@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -43,3 +48,146 @@ def test_a_new_spec_in_the_same_process_replaces_and_reverts_the_old(monkeypatch
         current = plugin.state()
         if current is not None:
             current.retire()
+
+
+class _Config:
+    """The parts of a ``VllmConfig`` the strategies read."""
+
+    def __init__(self, max_num_seqs: int) -> None:
+        self.scheduler_config = type("SchedulerConfig", (), {"max_num_seqs": max_num_seqs})()
+
+
+@pytest.fixture
+def fresh_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(plugin, "_state", None)
+    threshold = gc.get_threshold()
+    yield
+    current = plugin.state()
+    if current is not None:
+        current.retire()
+    gc.set_threshold(*threshold)
+
+
+def test_a_forked_child_drops_the_parents_state_and_starts_its_own(
+    monkeypatch: pytest.MonkeyPatch, fresh_plugin: None
+) -> None:
+    native = gc.get_threshold()
+    monkeypatch.setenv(ENV_VAR, encode_spec({"gc_threshold": {"gen0_per_seq": 8}}))
+    plugin.register()
+    parent = plugin.state()
+    assert parent is not None
+    parent.on_ready(Role.FRONTEND, _Config(16), object())  # the first engine of a sweep: max_num_seqs 16
+    assert gc.get_threshold()[0] == 700 + 8 * 16
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child, as vLLM forks EngineCore on a GPU host: register() is not called again there
+        child = plugin.state()
+        seen = {
+            "fresh": child is not None and child is not parent and child.pid == os.getpid(),
+            "contexts": sorted(r.value for r in child.contexts) if child else None,
+            "active": dict(child.active) if child else None,
+            "threshold": gc.get_threshold()[0],
+        }
+        if child is not None:  # the child's own engine (a later one, with another max_num_seqs) becomes ready
+            child.on_ready(Role.ENGINE_CORE, _Config(64), object())
+        seen["after_ready"] = gc.get_threshold()[0]
+        os.write(write, json.dumps(seen).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        seen = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    assert seen["fresh"] and seen["contexts"] == [] and seen["active"] == {}
+    assert seen["threshold"] == native[0]  # the parent's threshold undone in the child
+    assert seen["after_ready"] == 700 + 8 * 64  # not the first engine's max_num_seqs
+    assert gc.get_threshold()[0] == 700 + 8 * 16  # the parent is untouched
+
+
+def test_a_second_engine_in_one_process_reapplies_with_its_own_config(
+    monkeypatch: pytest.MonkeyPatch, fresh_plugin: None
+) -> None:
+    monkeypatch.setenv(ENV_VAR, encode_spec({"gc_threshold": {"gen0_per_seq": 8}}))
+    plugin.register()
+    state = plugin.state()
+    assert state is not None
+    state.on_ready(Role.FRONTEND, _Config(16), object())
+    state.on_ready(Role.FRONTEND, _Config(256), object())  # same spec, new engine: a sweep over max_num_seqs
+    assert gc.get_threshold()[0] == 700 + 8 * 256
+
+
+@pytest.mark.parametrize("raw", ["{not json", "[1, 2]"])
+def test_register_never_raises_into_vllm(monkeypatch: pytest.MonkeyPatch, fresh_plugin: None, raw: str) -> None:
+    monkeypatch.setenv(ENV_VAR, raw)
+    plugin.register()  # vLLM calls plugins without a try: raising here would stop a production engine
+    assert plugin.state() is None
+
+
+def test_a_failing_hook_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch, fresh_plugin: None) -> None:
+    monkeypatch.setenv(ENV_VAR, encode_spec({}))
+    monkeypatch.setattr(plugin, "_install_hooks", lambda: (_ for _ in ()).throw(ImportError("vllm moved a class")))
+    plugin.register()
+    state = plugin.state()
+    assert state is not None
+    report = state.report()
+    assert "vllm moved a class" in report["errors"][plugin.PLUGIN_ERROR]
+    from tuner.measure import inactive_strategies
+
+    assert any("the tuner plugin failed" in p for p in inactive_strategies([report], {}))  # no measurement
+
+
+def test_the_spec_reaches_ray_actors(monkeypatch: pytest.MonkeyPatch, fresh_plugin: None) -> None:
+    monkeypatch.setenv(ENV_VAR, encode_spec({}))
+    monkeypatch.setenv(plugin.RAY_COPY_VAR, "MY_VAR")
+    plugin.register()
+    assert os.environ[plugin.RAY_COPY_VAR].split(",") == ["MY_VAR", ENV_VAR]
+
+
+class _DataParallelClient:
+    """Shaped like vLLM's ``DPLBAsyncMPClient``: ``call_utility_async`` answers for engine 0 only."""
+
+    core_engines = (b"\x00\x00", b"\x01\x00")
+
+    async def call_utility_async(self, method: str, *args: Any) -> Any:
+        return [{"rank": 0}]
+
+    async def _call_utility_async(self, method: str, *args: Any, engine: bytes) -> Any:
+        assert method == plugin.CONTROL_METHOD
+        return [{"rank": int.from_bytes(engine, "little")}, {"rank": int.from_bytes(engine, "little"), "worker": 1}]
+
+
+def test_control_reaches_every_data_parallel_rank() -> None:
+    reports = asyncio.run(plugin.control_every_engine(_DataParallelClient(), {"op": "report"}))
+    assert sorted(r["rank"] for r in reports) == [0, 0, 1, 1]
+
+
+def test_a_strategy_whose_counters_did_not_move_is_not_active() -> None:
+    from tuner.measure import StrategyNotActive, check_active
+
+    report = {
+        "pid": 7,
+        "process_name": "EngineCore",
+        "roles": ["engine_core"],
+        "active": {"shared_empty_kv_blocks": {"enabled": True}},
+        "errors": {},
+        "counters": {"shared_empty_kv_blocks": {}},
+    }
+    requested = {"shared_empty_kv_blocks": {"enabled": True}}
+    check_active([report], requested)  # reported active ...
+    with pytest.raises(StrategyNotActive, match="its counters did not move"):
+        check_active([report], requested, moved=True)  # ... but its path never ran during the repetition
+    report["counters"] = {"shared_empty_kv_blocks": {"shared_empty": 3}}
+    check_active([report], requested, moved=True)
+
+
+def test_a_state_strategy_that_is_no_longer_in_force_stops_being_active(
+    monkeypatch: pytest.MonkeyPatch, fresh_plugin: None
+) -> None:
+    monkeypatch.setenv(ENV_VAR, encode_spec({"gc_threshold": {"gen0_per_seq": 8}}))
+    plugin.register()
+    state = plugin.state()
+    assert state is not None
+    state.on_ready(Role.FRONTEND, _Config(16), object())
+    assert state.handle({"op": "reset"})["counters"]["gc_threshold"] == {"in_force": 1}
+    gc.set_threshold(700)  # someone else (vLLM, a library) resets the threshold during the repetition
+    report = state.handle({"op": "report"})
+    assert "gc_threshold" not in report["active"] and "not the" in report["errors"]["gc_threshold"]

@@ -47,7 +47,7 @@ def vllm_server_processes() -> set[int]:
     found = set()
     for proc in psutil.process_iter(["name", "cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if "vllm.entrypoints.openai.api_server" in cmdline or (proc.info["name"] or "").startswith("VLLM::"):
+        if "tuner.serve_entry" in cmdline or (proc.info["name"] or "").startswith("VLLM::"):
             found.add(proc.pid)
     return found
 

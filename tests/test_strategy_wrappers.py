@@ -73,7 +73,8 @@ def test_enabled_hands_every_argument_to_vllm_unchanged(sampler: Any, args: tupl
     wrapped = forcing_copy(type(sampler).apply_sampling_params, strategy)
     expected = type(sampler).apply_sampling_params(sampler, *args, skip_top_k_top_p=True)
     assert wrapped(sampler, *args, skip_top_k_top_p=True) == expected
-    assert strategy.counters == {}
+    # vLLM's own elision ran (row 0 needs no processing) and is counted as proof; 0.26 has no elision to count
+    assert strategy.counters == ({"elided": 1} if hasattr(sampler, "needs_logits_processing") else {})
 
 
 @pytest.mark.parametrize("by_keyword", [False, True], ids=["positional", "keyword"])

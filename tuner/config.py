@@ -395,9 +395,11 @@ def load_experiment(path: Path | str) -> Experiment:
 
 def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list[Problem]:
     """Every engine config the experiment can start must pass vLLM's own config validation (ranges, cross-field
-    rules): the experiment's engine args, and each engine value of the search space on top of them."""
+    rules): the experiment's engine args, and each engine value of the search space on top of them. Each strategy
+    must act on the code path vLLM resolves for them (model runner, scheduling, executor, parallelism)."""
+    from strategies import strategy_classes
     from tuner.engine import resolve_engine_args
-    from tuner.engine_args import config_problem
+    from tuner.engine_args import engine_config
 
     candidates: list[tuple[dict[str, Any], tuple[int | str, ...], str]] = [(experiment.engine, ("engine",), "engine")]
     space = experiment.search.space if experiment.search else {}
@@ -415,15 +417,25 @@ def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list
             loc: tuple[int | str, ...] = ("search", "space", key, index)
             field = f"search.space.{key}" + (f".{index}" if isinstance(index, str) else f"[{index}]")
             candidates.append(({**experiment.engine, tail: value}, loc, field))
+    used: list[tuple[str, tuple[int | str, ...], str]]
+    used = [(name, ("strategies", name), f"strategies.{name}") for name in experiment.strategies]
+    used += [(key, ("search", "space", key), f"search.space.{key}") for key in space if split_key(key)[1] is None]
+    classes = strategy_classes()
     problems = []
     for args, loc, field in candidates:
-        refused = config_problem(resolve_engine_args(args))
-        if refused is None:
+        config, refused = engine_config(resolve_engine_args(args))
+        if refused is not None:
+            arg, reason = refused
+            if field == "engine" and arg in experiment.engine:
+                loc, field = ("engine", arg), f"engine.{arg}"
+            problems.append(Problem(f"vLLM refuses this engine config: {reason}", field, _node_line(root, loc)))
             continue
-        arg, reason = refused
-        if field == "engine" and arg in experiment.engine:
-            loc, field = ("engine", arg), f"engine.{arg}"
-        problems.append(Problem(f"vLLM refuses this engine config: {reason}", field, _node_line(root, loc)))
+        for name, where, named in used:
+            why = classes[name]().refuses(config) if name in classes else None
+            on = "" if field == "engine" else f" (with {field})"
+            problem = Problem(f"does not act on this engine's code path{on}: {why}", named, _node_line(root, where))
+            if why and problem not in problems:
+                problems.append(problem)
     return problems
 
 

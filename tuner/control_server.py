@@ -116,13 +116,13 @@ def start_control_server(state: ProcessState, engine: Any, control: dict[str, An
     Must be called on the server's event loop (from ``AsyncLLM.__init__``): EngineCore utility calls are
     scheduled on that loop from the HTTP thread.
     """
-    from tuner.plugin import CONTROL_METHOD
+    from tuner.plugin import control_every_engine
 
     loop = asyncio.get_running_loop()
 
     def answer(request: dict[str, Any]) -> list[dict[str, Any]]:
         reports = [state.handle(request)]
-        call = engine.engine_core.call_utility_async(CONTROL_METHOD, request)
-        return reports + list(asyncio.run_coroutine_threadsafe(call, loop).result(timeout=ENGINE_TIMEOUT_S))
+        call = control_every_engine(engine.engine_core, request)
+        return reports + asyncio.run_coroutine_threadsafe(call, loop).result(timeout=ENGINE_TIMEOUT_S)
 
     return serve_control(str(control["token"]), Path(control["port_file"]), answer)

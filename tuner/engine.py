@@ -27,7 +27,7 @@ from tuner import interrupts
 from tuner.config import BUILTIN_DIR, BUILTIN_PREFIX, Sampling, Serve
 from tuner.engine_args import condense
 from tuner.metrics import RequestTiming
-from tuner.plugin import CONTROL_METHOD, ENV_VAR
+from tuner.plugin import CONTROL_METHOD, ENV_VAR, control_every_engine
 from tuner.plugin import register as register_plugin
 from tuner.plugin import state as plugin_state
 from tuner.vllm_env import import_vllm, set_quiet_env
@@ -375,7 +375,7 @@ class StreamingSession(EngineSession):
         return int(self.engine.model_config.get_vocab_size())
 
     def _engine_control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
-        return list(self._loop.run(self.engine.engine_core.call_utility_async(CONTROL_METHOD, request)))
+        return self._loop.run(control_every_engine(self.engine.engine_core, request))
 
     def run(
         self,

@@ -67,20 +67,17 @@ def value_problem(key: str, value: Any) -> str | None:
     return None
 
 
-def config_problem(args: dict[str, Any]) -> tuple[str | None, str] | None:
-    """What vLLM refuses when it builds the engine config from ``args`` (resolved engine args), or None.
-
-    Returns the engine arg the refusal names (when it names one of ``args``) and the reason on one line.
-    """
+def engine_config(args: dict[str, Any]) -> tuple[Any, tuple[str | None, str] | None]:
+    """The ``VllmConfig`` vLLM resolves from ``args`` (resolved engine args): model runner, scheduling, executor,
+    parallelism, as the engine will run them. On a refusal: ``(None, (engine arg it names or None, reason))``."""
     import_vllm()
     from vllm.engine.arg_utils import EngineArgs
 
     with _quiet("vllm"):  # a check, not a start: vLLM's info and warnings belong to the real engine start
         try:
-            EngineArgs(**args).create_engine_config()
+            return EngineArgs(**args).create_engine_config(), None
         except Exception as exc:
-            return _named_field(exc, args), condense(exc)
-    return None
+            return None, (_named_field(exc, args), condense(exc))
 
 
 @contextlib.contextmanager

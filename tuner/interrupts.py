@@ -20,8 +20,10 @@ import contextlib
 import gc
 import signal
 import socket
+import sys
 import threading
 from types import CodeType, FrameType
+from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 ABORT_SIGNAL = signal.SIGUSR1  # carries interrupt_main's exception to the main thread
@@ -45,14 +47,35 @@ def _hook_codes() -> set[CodeType]:
     return codes
 
 
-def inside_hook(frame: FrameType | None) -> bool:
-    """Whether ``frame`` runs inside a ``gc.callbacks`` hook or a ``__del__`` (where exceptions are ignored)."""
+def hook_position(frame: FrameType | None) -> tuple[bool, FrameType | None]:
+    """Whether ``frame`` runs inside a ``gc.callbacks`` hook or a ``__del__`` (where an exception is printed and
+    ignored), and the first Python frame outside it, the code that triggered the hook (None if there is none)."""
     hooks = _hook_codes()
+    inside, caller = False, None
     while frame is not None:
         if frame.f_code in hooks or frame.f_code.co_name == "__del__":
-            return True
+            inside, caller = True, frame.f_back
         frame = frame.f_back
-    return False
+    return inside, caller
+
+
+def _raise_when_back_in(frame: FrameType, exc: BaseException) -> None:
+    """Raise ``exc`` in ``frame`` at its next line, once the hook it called has returned.
+
+    A frame's trace function runs only while tracing is on, so a no-op global tracer is set until then; any tracer
+    already installed (a debugger, coverage) is put back afterwards.
+    """
+    previous = sys.gettrace()
+
+    def on_event(traced: FrameType, event: str, arg: object) -> Any:
+        if traced is frame and event in ("line", "return", "exception"):
+            frame.f_trace = None
+            sys.settrace(previous)
+            raise exc
+        return on_event
+
+    frame.f_trace = on_event
+    sys.settrace(previous or (lambda *args: None))
 
 
 def _send_to_main(signum: int) -> None:
@@ -70,15 +93,21 @@ def _later(signum: int) -> None:
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     _State.handled += 1
-    if inside_hook(frame):
-        _later(signum)  # raising here would be printed and ignored
-        return
     if signum == ABORT_SIGNAL:
         exc, _State.pending = _State.pending, None
-        if exc is not None:
-            raise exc
+        if exc is None:
+            return
+    else:
+        exc = KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    inside, caller = hook_position(frame)
+    if not inside:
+        raise exc
+    if caller is not None:  # raising here would be printed and ignored: raise where the hook returns to
+        _raise_when_back_in(caller, exc)
         return
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    if signum == ABORT_SIGNAL:  # no Python frame to return to: try again shortly
+        _State.pending = exc
+    _later(signum)
 
 
 def _watch(wakeup: socket.socket) -> None:

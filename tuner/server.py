@@ -1,6 +1,6 @@
 """``mode: serve``: measure through vLLM's OpenAI-compatible HTTP server, like ``vllm bench serve``.
 
-- :class:`ServerSession` starts ``python -m vllm.entrypoints.openai.api_server`` with the plugin enabled, so
+- :class:`ServerSession` starts ``vllm serve`` (:mod:`tuner.serve_entry`) with the plugin enabled, so
   strategies apply in the API server, EngineCore and every worker, waits for ``/health``, and reaches the plugin
   through the loopback control endpoint the plugin opens in the API-server process
   (:mod:`tuner.control_server`). It always stops the server and everything it spawned, also after Ctrl-C or a
@@ -30,6 +30,7 @@ import httpx
 
 from tuner.config import Sampling, Serve
 from tuner.engine import EngineError, EngineSession, Progress, drive_requests
+from tuner.engine_args import cli_flags
 from tuner.metrics import RequestTiming
 from tuner.plugin import ENV_VAR
 from tuner.workload import RequestSpec
@@ -50,22 +51,9 @@ def free_port() -> int:
 
 
 def server_command(engine_args: dict[str, Any], port: int, extra: list[str]) -> list[str]:
-    """The API-server command line for ``engine_args`` (EngineArgs field names become flags)."""
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", HOST, "--port", str(port)]
-    args = {"served_model_name": MODEL_NAME, **engine_args}
-    for key, value in args.items():
-        flag = "--" + key.replace("_", "-")
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            command.append(flag if value else "--no-" + key.replace("_", "-"))
-        elif isinstance(value, dict):
-            command += [flag, json.dumps(value)]
-        elif isinstance(value, list):
-            command += [flag, *map(str, value)]
-        else:
-            command += [flag, str(value)]
-    return command + extra
+    """The ``vllm serve`` command line for ``engine_args``, through the entry point the installed vLLM documents."""
+    command = [sys.executable, "-m", "tuner.serve_entry", "--host", HOST, "--port", str(port)]
+    return command + cli_flags({"served_model_name": MODEL_NAME, **engine_args}) + extra
 
 
 def model_vocab_size(engine_args: dict[str, Any]) -> int:

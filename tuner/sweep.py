@@ -16,6 +16,7 @@ import inspect
 import json
 import math
 import re
+import shlex
 import sqlite3
 import threading
 import warnings
@@ -29,6 +30,7 @@ from rich.progress import Progress
 
 from tuner.config import Experiment
 from tuner.engine import EngineError, EngineSession, open_session
+from tuner.engine_args import cli_flags
 from tuner.environment import environment_record
 from tuner.errors import UserError
 from tuner.interleave import interleaved_comparison, step_ratio
@@ -605,7 +607,7 @@ def write_outputs(summary: dict[str, Any], out_dir: Path) -> list[Path]:
     from tuner.results import write_json, write_text
 
     best = summary["winner"]
-    flags = " ".join(_flag(k, v) for k, v in best["engine"].items())
+    flags = shlex.join(cli_flags(best["engine"]))
     env = (
         f"# {best['reason']} (trial {best['trial']})\n"
         f"# Enable in production: pip install vllm-hosttune, then\n"
@@ -617,15 +619,6 @@ def write_outputs(summary: dict[str, Any], out_dir: Path) -> list[Path]:
         write_text(out_dir / "winner.yaml", f"# {best['reason']} (trial {best['trial']})\n{body}"),
         write_text(out_dir / "winner.env", env),
     ]
-
-
-def _flag(key: str, value: Any) -> str:
-    name = "--" + key.replace("_", "-")
-    if value is True:
-        return name
-    if value is False:
-        return "--no-" + key.replace("_", "-")
-    return f"{name} {value}"
 
 
 def verdict_line(summary: dict[str, Any]) -> str:
