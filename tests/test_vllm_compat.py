@@ -97,6 +97,14 @@ MUTATIONS = [
         id="rewrite-anchor",
     ),
     pytest.param(
+        "ndarray_outputs",
+        "v1/worker/gpu/async_utils.py",
+        "del token_ids[num_tokens:]",
+        "token_ids[num_tokens:] = []",
+        ("AsyncOutput.get_output", "del token_ids[num_tokens:]"),
+        id="v2-rewrite-anchor",
+    ),
+    pytest.param(
         "plugin",
         "v1/engine/core.py",
         "def step_with_batch_queue(",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import signal
 import socket
 import sys
@@ -138,6 +139,22 @@ def install() -> None:
     signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     threading.Thread(target=_watch, args=(reader,), name="tuner-signals", daemon=True).start()
     _State.sockets = (reader, writer)
+
+
+def _detach_in_child() -> None:
+    """A forked child (vLLM forks EngineCore on a GPU host) must not write its own signals into the parent's
+    wake-up socket, which the parent's watcher would re-deliver to the parent: back to Python's defaults."""
+    if _State.sockets is None:
+        return
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in (signal.SIGTERM, ABORT_SIGNAL):
+        signal.signal(signum, signal.SIG_DFL)
+    _State.sockets = None
+    _State.pending = None
+
+
+os.register_at_fork(after_in_child=_detach_in_child)
 
 
 def interrupt_main(exc: BaseException) -> bool:

@@ -48,6 +48,7 @@ class ProcessState:
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.pid = os.getpid()  # plugin state belongs to one process (a forked child starts its own)
+        self.forked = False  # rebuilt in a child that inherited its parent's state through fork
         self.spec = spec
         self.requested: dict[str, dict[str, Any]] = dict(spec.get("strategies", {}))
         self.installable = sorted(set(spec.get("install", [])) | set(self.requested))
@@ -159,6 +160,7 @@ class ProcessState:
             "pid": os.getpid(),
             "process_name": multiprocessing.current_process().name,
             "roles": sorted(role.value for role in self.contexts),
+            "forked": self.forked,
             "active": dict(self.active),
             "errors": dict(self.errors),
             "counters": {name: dict(get_strategy(name).counters) for name in self.installable},
@@ -264,6 +266,8 @@ def _after_fork_in_child() -> None:
     except Exception as exc:
         logger.error("tuner: could not undo the parent's strategies after fork: %s", exc)
     register()
+    if _state is not None:
+        _state.forked = True
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
