@@ -10,15 +10,27 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import norm
 
 from tuner.stats import (
     RatioEstimate,
     Statistic,
     Verdict,
+    boundary_crossing,
+    detection_power,
     false_positive_rate,
+    holm,
     is_settled,
+    mde,
+    mirrored_order,
+    obf_boundaries,
+    obf_constant,
     paired_ratio,
+    paired_ratio_of_sums,
+    pairs_needed,
     percentiles,
+    ratio_of_sums_estimates,
+    sequential_p_value,
     unpaired_ratio,
 )
 
@@ -439,3 +451,168 @@ def test_sequential_stopping_keeps_the_aa_false_positive_rate_nominal() -> None:
                 break
         verdicts.append(estimate)
     assert false_positive_rate(verdicts) <= 0.08
+
+
+# --------------------------------------------------------------------------
+# ratio of sums, sign-flip test, Holm, group-sequential looks, power, order
+
+
+def _rate_pairs(true_ratio: float, n: int, seed: int) -> tuple[np.ndarray[Any, Any], ...]:
+    """(trial amount, trial time, reference amount, reference time): drifting speed, a few steps dropped per block."""
+    rng = np.random.default_rng(seed)
+    level = rng.uniform(0.5, 2.0, n)
+    amount_t, amount_r = 16.0 - rng.binomial(16, 0.1, (2, n))
+    time_t = amount_t * level * rng.lognormal(0.0, 0.05, n) / true_ratio
+    time_r = amount_r * level * rng.lognormal(0.0, 0.05, n)
+    return amount_t, time_t, amount_r, time_r
+
+
+def test_ratio_of_sums_recovers_a_known_throughput_ratio() -> None:
+    data = _rate_pairs(1.08, n=40, seed=1)
+    est = paired_ratio_of_sums(*data, n_resamples=FAST)
+    assert est.ratio == pytest.approx(1.08, rel=0.02)
+    assert est.ci_low <= 1.08 <= est.ci_high and est.ci_low > 1.0
+    assert (est.verdict, est.statistic, est.n) == ("better", "ratio_of_sums", 40)
+    assert est.p_value < 1e-3
+    time_per_amount = paired_ratio_of_sums(*data, higher_is_better=False, n_resamples=FAST)
+    assert time_per_amount.ratio == pytest.approx(1 / est.ratio)
+    assert (time_per_amount.ci_low, time_per_amount.ci_high) == pytest.approx((1 / est.ci_high, 1 / est.ci_low))
+    assert time_per_amount.verdict == "better"  # less time per token is better
+
+
+def test_ratio_of_sums_weighs_a_pause_by_its_time() -> None:
+    """Nine equal pairs and one where the reference paused for 9 extra seconds: the rate ratio is 19/10."""
+    ones = np.ones(10)
+    reference_time = ones.copy()
+    reference_time[0] = 10.0
+    est = paired_ratio_of_sums(ones, ones, ones, reference_time, n_resamples=FAST)
+    assert est.ratio == pytest.approx(19 / 10)
+    assert paired_ratio(1 / ones, 1 / reference_time, higher_is_better=True).ratio == 1.0  # the median sees nothing
+
+
+def test_sign_flip_p_value_is_exact_for_small_n() -> None:
+    amount_t, time_t, amount_r, time_r = _rate_pairs(1.03, n=8, seed=2)
+    observed = math.log(amount_t.sum() / time_t.sum() / (amount_r.sum() / time_r.sum()))
+    hits = 0
+    for mask in range(2**8):
+        swap = np.array([(mask >> i) & 1 for i in range(8)], dtype=bool)
+        a_t, t_t = np.where(swap, amount_r, amount_t), np.where(swap, time_r, time_t)
+        a_r, t_r = np.where(swap, amount_t, amount_r), np.where(swap, time_t, time_r)
+        hits += abs(math.log(a_t.sum() / t_t.sum() / (a_r.sum() / t_r.sum()))) >= abs(observed) - 1e-12
+    est = paired_ratio_of_sums(amount_t, time_t, amount_r, time_r, n_resamples=FAST)
+    assert est.p_value == hits / 2**8
+    monte_carlo = paired_ratio_of_sums(amount_t, time_t, amount_r, time_r, n_resamples=FAST, n_permutations=100)
+    assert monte_carlo.p_value == pytest.approx(est.p_value, abs=0.1)
+
+
+def test_ratio_of_sums_identical_arms_and_determinism() -> None:
+    amount, time_s, _, _ = _rate_pairs(1.0, n=12, seed=3)
+    same = paired_ratio_of_sums(amount, time_s, amount, time_s)
+    assert (same.ratio, same.ci_low, same.ci_high, same.verdict) == (1.0, 1.0, 1.0, "no_difference")
+    assert math.isnan(same.p_value) and same.log_sd == 0.0
+    data = _rate_pairs(1.0, n=30, seed=4)
+    assert paired_ratio_of_sums(*data, seed=5) == paired_ratio_of_sums(*data, seed=5)
+    assert paired_ratio_of_sums(*data, seed=5).ci_low != paired_ratio_of_sums(*data, seed=6).ci_low
+
+
+def test_ratio_of_sums_batch_matches_single_comparisons() -> None:
+    rows = [_rate_pairs(r, n=9, seed=10 + i) for i, r in enumerate((0.95, 1.0, 1.1))]
+    batch = ratio_of_sums_estimates(*(np.vstack([row[j] for row in rows]) for j in range(4)), n_resamples=FAST)
+    for row, est in zip(rows, batch, strict=True):
+        single = paired_ratio_of_sums(*row, n_resamples=FAST)
+        assert (est.ratio, est.p_value, est.log_sd) == pytest.approx((single.ratio, single.p_value, single.log_sd))
+
+
+def test_ratio_of_sums_influence_sd_gives_the_standard_error() -> None:
+    """log_sd / sqrt(n) is the standard error of log R: over 300 A/A comparisons it matches the spread."""
+    rng = np.random.default_rng(7)
+    n, reps = 60, 300
+    amount = rng.integers(8, 17, (reps, n, 2)).astype(float)
+    times = amount * rng.lognormal(0.0, 0.1, (reps, n, 2)) * rng.uniform(0.5, 2.0, (reps, n, 1))
+    ests = ratio_of_sums_estimates(amount[..., 0], times[..., 0], amount[..., 1], times[..., 1], n_resamples=200)
+    spread = float(np.std([math.log(e.ratio) for e in ests]))
+    assert np.mean([e.log_sd for e in ests]) / math.sqrt(n) == pytest.approx(spread, rel=0.12)
+    coverage = np.mean([e.ci_low <= 1.0 <= e.ci_high for e in ests])
+    assert 0.90 <= coverage <= 0.99
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (([1.0, 2.0], [1.0, 2.0], [1.0], [1.0]), "equal"),
+        (([1.0, 2.0], [1.0, -2.0], [1.0, 2.0], [1.0, 2.0]), "positive"),
+        (([1.0], [1.0], [1.0], [1.0]), "at least 2"),
+        (([[1.0, 2.0]], [[1.0, 2.0]], [[1.0, 2.0]], [[1.0, 2.0]]), "one-dimensional"),
+    ],
+)
+def test_ratio_of_sums_input_validation(args: tuple[Any, ...], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        paired_ratio_of_sums(*args)
+
+
+def test_holm_step_down() -> None:
+    assert holm([0.01, 0.04, 0.03, float("nan")]) == pytest.approx([0.04, 0.09, 0.09, 1.0])
+    assert holm([0.2]) == [0.2]
+    assert holm([]) == []
+    assert holm([0.6, 0.5]) == pytest.approx([1.0, 1.0])
+
+
+@pytest.mark.parametrize(("looks", "published"), [(1, 1.960), (2, 1.977), (3, 2.004), (4, 2.024), (5, 2.040)])
+def test_obf_constants_match_published_values(looks: int, published: float) -> None:
+    """O'Brien-Fleming C for K equal looks at one-sided 2.5% (Jennison & Turnbull 2000, table 2.3)."""
+    assert obf_constant(0.025, [(k + 1) / looks for k in range(looks)]) == pytest.approx(published, abs=6e-4)
+
+
+def test_obf_boundaries_give_the_nominal_error_and_power() -> None:
+    """200k simulated B-value paths at 4 unequal looks cross the computed boundaries at 2.5% (SE 0.035 points),
+    and with a drift as often as boundary_crossing says."""
+    fractions = [0.2, 0.45, 0.7, 1.0]
+    boundaries = np.array(obf_boundaries(0.025, fractions))
+    rng = np.random.default_rng(8)
+    increments = rng.standard_normal((200_000, 4)) * np.sqrt(np.diff(fractions, prepend=0.0))
+    z = np.cumsum(increments, axis=1) / np.sqrt(fractions)
+    assert np.mean(np.any(z >= boundaries, axis=1)) == pytest.approx(0.025, abs=0.0012)
+    drift = 2.5
+    z_drift = (np.cumsum(increments, axis=1) + drift * np.array(fractions)) / np.sqrt(fractions)
+    expected = boundary_crossing(boundaries[-1], fractions, drift)
+    assert np.mean(np.any(z_drift >= boundaries, axis=1)) == pytest.approx(expected, abs=0.004)
+
+
+def test_sequential_p_value() -> None:
+    assert sequential_p_value([1.7], [1.0]) == pytest.approx(float(norm.sf(1.7)))
+    fractions = [0.25, 0.5, 0.75, 1.0]
+    constant = obf_constant(0.025, fractions)
+    at_boundary = [0.0, constant / math.sqrt(0.5)]  # B = C at the second look
+    assert sequential_p_value(at_boundary, fractions) == pytest.approx(0.025, rel=1e-3)
+    assert sequential_p_value([-3.0], fractions) > 0.5
+    with pytest.raises(ValueError):
+        sequential_p_value([1.0] * 5, fractions)
+
+
+def test_power_functions_agree() -> None:
+    # One look: the textbook formula.
+    z = 1.959964 + 0.841621
+    assert pairs_needed(0.15, 0.02) == math.ceil((z * 0.15 / math.log(1.02)) ** 2)
+    assert mde(0.15, 451) == pytest.approx(math.expm1(z * 0.15 / math.sqrt(451)), rel=1e-4)
+    for looks, m in ((1, 1), (4, 3)):
+        n = pairs_needed(0.15, 0.01, m=m, looks=looks)
+        assert detection_power(0.15, n, 0.01, m=m, looks=looks) == pytest.approx(0.8, abs=0.002)
+        assert mde(0.15, n, m=m, looks=looks) <= 0.01 < mde(0.15, n - 2, m=m, looks=looks)
+    assert 1.0 < pairs_needed(0.15, 0.01, looks=4) / pairs_needed(0.15, 0.01) < 1.05  # OBF costs a few percent
+    assert pairs_needed(0.15, 0.01, m=3) > pairs_needed(0.15, 0.01)  # Holm's first step is alpha / m
+    assert mde(0.15, 0) == math.inf
+    with pytest.raises(ValueError):
+        pairs_needed(0.0, 0.01)
+
+
+def test_mirrored_order() -> None:
+    orders = [mirrored_order(40, seed=s) for s in range(20)]
+    assert {o[0] for o in orders} == {True, False}  # the first arm is random
+    for order in orders:
+        blocks = [arm for trial_first in order for arm in ((1, 0) if trial_first else (0, 1))]
+        assert all(blocks[2 * i] == blocks[2 * i - 1] for i in range(1, 40))  # each pair starts as the last ended
+        # first-order carry-over balanced: each arm follows the trial arm equally often (first block aside)
+        follows_trial = [sum(blocks[i - 1] == 1 for i in range(1, 80) if blocks[i] == arm) for arm in (0, 1)]
+        assert abs(follows_trial[0] - follows_trial[1]) <= 1
+    assert mirrored_order(10, seed=3) == mirrored_order(25, seed=3)[:10]
+    assert mirrored_order(0, seed=1) == []

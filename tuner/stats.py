@@ -4,11 +4,19 @@ Everything here is a pure function on numbers: no I/O, no vLLM. The central
 quantity is the ratio treatment/baseline (1.0 = no change), estimated with a
 bootstrap confidence interval so that a tuning decision is only called when the
 interval clears 1 -- host noise otherwise produces "wins" that do not replicate.
+
+For throughput-like quantities the ratio of sums (:func:`paired_ratio_of_sums`)
+is the estimand, with a sign-flip test of the same statistic. Across several
+candidates and looks: Holm's step-down, O'Brien-Fleming group-sequential
+boundaries, and the power functions (MDE, pairs needed) that size a comparison
+from the per-pair log-ratio SD; :func:`mirrored_order` balances carry-over.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import random
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -16,16 +24,30 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from scipy import optimize as _opt
+from scipy import signal as _signal
+from scipy import special as _sp
 from scipy import stats as _st
 
 __all__ = [
     "RatioEstimate",
     "Statistic",
     "Verdict",
+    "boundary_crossing",
+    "detection_power",
     "false_positive_rate",
+    "holm",
     "is_settled",
+    "mde",
+    "mirrored_order",
+    "obf_boundaries",
+    "obf_constant",
     "paired_ratio",
+    "paired_ratio_of_sums",
+    "pairs_needed",
     "percentiles",
+    "ratio_of_sums_estimates",
+    "sequential_p_value",
     "unpaired_ratio",
 ]
 
@@ -42,11 +64,13 @@ class RatioEstimate:
     ``ratio`` is the point estimate (1.0 = no change); ``[ci_low, ci_high]`` is
     the bootstrap confidence interval; ``p_value`` comes from a rank test
     (Wilcoxon signed-rank on per-pair log ratios when paired, Mann-Whitney U
-    when unpaired) and is nan when undefined (e.g. all differences zero).
+    when unpaired) or, for ``statistic="ratio_of_sums"``, a sign-flip test of
+    the ratio itself, and is nan when undefined (e.g. all differences zero).
     ``n`` is the number of pairs (the smaller sample size when unpaired) and
-    ``log_sd`` the SD of per-pair log ratios, i.e. the host noise (nan when
-    unpaired). A difference is called only when the CI excludes 1 and the
-    p-value is below 1 - confidence.
+    ``log_sd`` the SD of per-pair log ratios (of the per-pair influence on the
+    log ratio for a ratio of sums), i.e. the host noise (nan when unpaired).
+    A difference is called only when the CI excludes 1 and the p-value is
+    below 1 - confidence.
     """
 
     ratio: float
@@ -314,6 +338,208 @@ def unpaired_ratio(
     )
 
 
+# --------------------------------------------------------------------------
+# ratio of sums: throughput-like quantities
+
+# Last axis of the per-pair arrays: trial amount, trial time, reference amount, reference time.
+_PAIR_ARRAYS = ("trial_amount", "trial_time", "reference_amount", "reference_time")
+_LOG_RATE_SIGNS = np.array([1.0, -1.0, -1.0, 1.0])
+
+
+def _log_rate_ratio(sums: _FloatArray) -> _FloatArray:
+    """log((sum a_t / sum t_t) / (sum a_r / sum t_r)) for sums in the last axis (a_t, t_t, a_r, t_r)."""
+    return np.asarray(np.log(sums) @ _LOG_RATE_SIGNS, dtype=np.float64)
+
+
+def _chunks(total: int, per_row: int) -> list[int]:
+    """Row counts that keep a (rows, per_row) work array near 2**18 elements."""
+    size = max(1, 2**18 // per_row)
+    return [min(size, total - start) for start in range(0, total, size)]
+
+
+def _bootstrap_log_ratios(x: _FloatArray, n_resamples: int, rng: np.random.Generator) -> _FloatArray:
+    """The statistic on ``n_resamples`` resamples of whole pairs, per comparison: (k, n, 4) -> (k, n_resamples)."""
+    k, n, _ = x.shape
+    columns = np.ascontiguousarray(np.moveaxis(x, 2, 0)).reshape(4, k * n)
+    offsets = (n * np.arange(k))[:, None, None]
+    out = []
+    for rows in _chunks(n_resamples, k * n):
+        picked = np.take(columns, rng.integers(0, n, (k, rows, n)) + offsets, axis=1)  # (4, k, rows, n)
+        out.append(_log_rate_ratio(np.moveaxis(picked.sum(axis=-1), 0, -1)))
+    return np.concatenate(out, axis=1)
+
+
+def _row_quantiles(boot: _FloatArray, levels: _FloatArray) -> _FloatArray:
+    """Linear-interpolated quantiles of each row of ``boot`` at that row's ``levels`` (numpy's default method)."""
+    ordered = np.sort(boot, axis=1)
+    position = levels * (boot.shape[1] - 1)
+    below = np.floor(position).astype(np.intp)
+    above = np.minimum(below + 1, boot.shape[1] - 1)
+    low_values = np.take_along_axis(ordered, below, axis=1)
+    high_values = np.take_along_axis(ordered, above, axis=1)
+    return np.asarray(low_values + (position - below) * (high_values - low_values), dtype=np.float64)
+
+
+def _bca_intervals(point: _FloatArray, boot: _FloatArray, jack: _FloatArray, confidence: float) -> _FloatArray:
+    """BCa intervals (k, 2) from bootstrap (k, B) and jackknife (k, n) values; the percentile interval where BCa
+    is undefined: every resample on one side of the estimate (infinite bias correction), or all jackknife values
+    equal (0/0 acceleration)."""
+    tail = (1.0 - confidence) / 2.0
+    levels = np.array([tail, 1.0 - tail])
+    with np.errstate(all="ignore"):
+        below = np.mean(boot < point[:, None], axis=1) + 0.5 * np.mean(boot == point[:, None], axis=1)
+        z0 = _sp.ndtri(below)[:, None]
+        dev = jack.mean(axis=1, keepdims=True) - jack
+        accel = (np.sum(dev**3, axis=1) / (6.0 * np.sum(dev**2, axis=1) ** 1.5))[:, None]
+        z = _sp.ndtri(levels)
+        adjusted = _sp.ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z)))
+    usable = np.all(np.isfinite(adjusted), axis=1, keepdims=True)
+    return _row_quantiles(boot, np.where(usable, adjusted, levels))
+
+
+def _sign_flip_p(x: _FloatArray, observed: _FloatArray, n_permutations: int, rng: np.random.Generator) -> _FloatArray:
+    """Two-sided p-values of the statistic under swapping the two arms within pairs, per comparison.
+
+    Every one of the 2**n swap patterns when that is at most ``n_permutations`` (exact), else ``n_permutations``
+    random patterns per comparison with the (1 + hits) / (1 + draws) rule, which keeps the test valid.
+    """
+    k, n, _ = x.shape
+    sums = x.sum(axis=1)[:, None, :]
+    moved = x[:, :, 2:] - x[:, :, :2]  # swapping pair i adds moved[i] to the trial sums, takes it from the reference
+    exact = 2**n <= n_permutations
+    draws = 2**n if exact else n_permutations
+    hits = np.zeros(k)
+    done = 0
+    for rows in _chunks(draws, k * n):
+        if exact:
+            flips = ((np.arange(done, done + rows)[:, None] >> np.arange(n)) & 1).astype(np.float64)
+        else:
+            flips = rng.integers(0, 2, (k, rows, n)).astype(np.float64)
+        shift = flips @ moved  # (k, rows, 2)
+        swapped = np.concatenate([sums[..., :2] + shift, sums[..., 2:] - shift], axis=-1)
+        hits += np.sum(np.abs(_log_rate_ratio(swapped)) >= np.abs(observed)[:, None] - 1e-12, axis=1)
+        done += rows
+    return np.asarray(hits / draws if exact else (1 + hits) / (1 + draws), dtype=np.float64)
+
+
+def _as_positive_pairs(values: Sequence[npt.ArrayLike]) -> _FloatArray:
+    """Four equally shaped (comparisons, pairs) arrays as one (comparisons, pairs, 4) array."""
+    arrays = [np.asarray(v, dtype=np.float64) for v in values]
+    if len({a.shape for a in arrays}) != 1:
+        raise ValueError(f"paired samples must have equal shapes, got {[a.shape for a in arrays]}")
+    if arrays[0].ndim != 2:
+        raise ValueError(f"expected one row of pairs per comparison, got shape {arrays[0].shape}")
+    if arrays[0].shape[1] < 2:
+        raise ValueError(f"a comparison needs at least 2 pairs, got {arrays[0].shape[1]}")
+    for arr, name in zip(arrays, _PAIR_ARRAYS, strict=True):
+        _as_positive_1d(arr.ravel(), name)
+    return np.stack(arrays, axis=-1)
+
+
+def ratio_of_sums_estimates(
+    trial_amount: npt.ArrayLike,
+    trial_time: npt.ArrayLike,
+    reference_amount: npt.ArrayLike,
+    reference_time: npt.ArrayLike,
+    *,
+    higher_is_better: bool = True,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+    resolution: float | None = None,
+) -> list[RatioEstimate]:
+    """:func:`paired_ratio_of_sums` for many comparisons at once: one row of pairs per comparison (2-D arrays of
+    equal shape), vectorised (simulations, batches of A/A comparisons). Rows draw independent resamples."""
+    x = _as_positive_pairs((trial_amount, trial_time, reference_amount, reference_time))
+    _check_common(confidence, n_resamples)
+    if n_permutations < 1:
+        raise ValueError(f"n_permutations must be >= 1, got {n_permutations}")
+    _check_resolution(resolution)
+
+    n = x.shape[1]
+    sums = x.sum(axis=1)
+    point = _log_rate_ratio(sums)
+    boot_rng, flip_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    boot = _bootstrap_log_ratios(x, n_resamples, boot_rng)
+    bounds = _bca_intervals(point, boot, _log_rate_ratio(sums[:, None, :] - x), confidence)
+    constant = np.ptp(boot, axis=1) == 0.0  # every resample alike: a point interval
+    bounds[constant] = point[constant, None]
+    tested = ~np.all(x[..., :2] == x[..., 2:], axis=(1, 2))  # identical arms leave the test undefined
+    p_values = np.full(len(x), math.nan)
+    if tested.any():
+        p_values[tested] = _sign_flip_p(x[tested], point[tested], n_permutations, flip_rng)
+    log_sd = np.std(n * (x / sums[:, None, :]) @ _LOG_RATE_SIGNS, axis=1, ddof=1)
+
+    sign = 1.0 if higher_is_better else -1.0
+    estimates = []
+    for log_r, (low, high), p, sd in zip(point, bounds, p_values, log_sd, strict=True):
+        ci_low, ci_high = sorted((math.exp(sign * low), math.exp(sign * high)))
+        estimates.append(
+            RatioEstimate(
+                ratio=math.exp(sign * log_r),
+                ci_low=ci_low,
+                ci_high=ci_high,
+                p_value=float(p),
+                n=n,
+                log_sd=float(sd),
+                statistic="ratio_of_sums",
+                higher_is_better=higher_is_better,
+                verdict=_verdict(
+                    ci_low, ci_high, p, alpha=1 - confidence, higher_is_better=higher_is_better, resolution=resolution
+                ),
+            )
+        )
+    return estimates
+
+
+def paired_ratio_of_sums(
+    trial_amount: npt.ArrayLike,
+    trial_time: npt.ArrayLike,
+    reference_amount: npt.ArrayLike,
+    reference_time: npt.ArrayLike,
+    *,
+    higher_is_better: bool = True,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+    resolution: float | None = None,
+) -> RatioEstimate:
+    """Ratio of sums for throughput-like quantities, from pairs of (amount, time) per arm.
+
+    The estimand is the ratio of the arms' overall rates, R = (sum a_t / sum t_t) / (sum a_r / sum t_r):
+    tokens over seconds for throughput, steps over summed step seconds for step-level blocks. Unlike a median
+    or mean of per-pair ratios it weighs a rare long pause by its time, so an arm that halves such pauses is
+    credited with exactly what it saves. ``higher_is_better=False`` reports the time-per-amount variant 1/R
+    (mean step time, mean per-token latency) of the same data. Both arms of a pair should carry similar amounts
+    (the same workload, the same block length), so that the host's speed during a pair weighs them alike.
+
+    One statistic throughout: the CI is a seeded bootstrap over whole pairs (BCa, with an O(n) closed-form
+    jackknife where scipy's generic one is O(n^2) at the thousands of pairs a confirmation needs; percentile
+    where BCa is undefined), and ``p_value`` is a two-sided sign-flip randomization test of log R: with no
+    difference the two arms of a pair are exchangeable, so every swap pattern is equally likely (exact
+    enumeration for n <= log2(n_permutations), seeded Monte-Carlo otherwise; nan when the arms are identical).
+    The verdict is "better"/"worse" when that p is below 1 - confidence and the CI clears 1. ``log_sd`` is the
+    SD of the per-pair influence values, so log_sd / sqrt(n) is the standard error of log R, as for a mean of
+    log ratios, and the power functions below apply.
+    """
+    rows = []
+    for values, name in zip((trial_amount, trial_time, reference_amount, reference_time), _PAIR_ARRAYS, strict=True):
+        if np.ndim(values) != 1:
+            raise ValueError(f"{name} must be one-dimensional, got shape {np.shape(values)}")
+        rows.append(np.asarray(values, dtype=np.float64)[None, :])
+    return ratio_of_sums_estimates(
+        *rows,
+        higher_is_better=higher_is_better,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        n_permutations=n_permutations,
+        seed=seed,
+        resolution=resolution,
+    )[0]
+
+
 def is_settled(est: RatioEstimate, resolution: float) -> bool:
     """Sequential stopping rule: stop sampling once the estimate is precise enough.
 
@@ -354,3 +580,177 @@ def percentiles(values: npt.ArrayLike, qs: Sequence[float] = (50, 90, 99)) -> di
     for key, value in zip(keys, np.atleast_1d(pct), strict=True):
         out[key] = float(value)
     return out
+
+
+# --------------------------------------------------------------------------
+# several candidates, looks and power
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in input order: reject hypothesis i at family-wise level alpha when
+    ``adjusted[i] <= alpha``. Valid under any dependence between the tests; nan (no test) counts as 1."""
+    p = np.nan_to_num(np.asarray(p_values, dtype=np.float64), nan=1.0)
+    if p.size == 0:
+        return []
+    order = np.argsort(p, kind="stable")
+    stepped = np.maximum.accumulate((p.size - np.arange(p.size)) * p[order])
+    adjusted = np.empty(p.size)
+    adjusted[order] = np.minimum(stepped, 1.0)
+    return [float(v) for v in adjusted]
+
+
+def _fractions(fractions: Sequence[float]) -> tuple[float, ...]:
+    t = tuple(float(f) for f in fractions)
+    if not t or not all(a < b for a, b in zip((0.0, *t), t, strict=False)) or t[-1] > 1.0:
+        raise ValueError(f"fractions must increase within (0, 1], got {list(fractions)}")
+    return t
+
+
+def _normal_pdf(x: npt.ArrayLike, mean: float, sd: float) -> _FloatArray:
+    z = (np.asarray(x, dtype=np.float64) - mean) / sd
+    return np.asarray(np.exp(-0.5 * z**2) / (sd * math.sqrt(2 * math.pi)), dtype=np.float64)
+
+
+def boundary_crossing(b: float, fractions: Sequence[float], drift: float = 0.0) -> float:
+    """P(B(t) >= b at one of the looks t in ``fractions``), for B(t) = drift * t + W(t), W a Brownian motion.
+
+    B(t) = Z(t) * sqrt(t) is the "B-value" of a standardized statistic Z seen at information fraction t (pairs so
+    far / planned pairs). With no effect the drift is 0; with a log effect delta, planned pairs N and per-pair SD
+    sigma it is delta * sqrt(N) / sigma. Computed by the Armitage-McPherson-Rowe recursion: the density of the
+    paths still below b is carried from look to look by convolution with the Gaussian increment, on a 0.02 grid.
+    It is deterministic and accurate to ~1e-5 (tests/test_stats.py checks published constants and Monte-Carlo),
+    where scipy's multivariate normal CDF is randomized QMC.
+    """
+    if math.isnan(b) or math.isinf(b):
+        return 0.0 if b > 0 else 1.0
+    return _crossing(float(b), _fractions(fractions), float(drift))
+
+
+@functools.lru_cache(maxsize=4096)  # a sequential p-value is asked again at every look until its maximum moves
+def _crossing(b: float, fractions: tuple[float, ...], drift: float) -> float:
+    steps = np.diff(fractions, prepend=0.0)
+    h = min(0.02, math.sqrt(float(steps.min())) / 10.0)
+    size = math.ceil((b - min(b, drift, 0.0) + 8.0) / h)  # the grid reaches 8 SD below every look's mean
+    above = h * np.arange(size, -1, -1)  # b - x on the grid x = b - size * h ... b
+    weights = np.full(size + 1, h)
+    weights[[0, -1]] = h / 2
+    sd, mean = math.sqrt(steps[0]), drift * steps[0]
+    crossed = float(_sp.ndtr((mean - b) / sd))
+    density = _normal_pdf(b - above, mean, sd)
+    for step in steps[1:]:
+        sd, mean = math.sqrt(step), drift * step
+        mass = weights * density
+        crossed += float(mass @ _sp.ndtr((mean - above) / sd))
+        kernel = _normal_pdf(h * np.arange(-size, size + 1), mean, sd)
+        density = _signal.fftconvolve(mass, kernel)[size : 2 * size + 1]
+    return min(crossed, 1.0)
+
+
+def obf_constant(alpha: float, fractions: Sequence[float]) -> float:
+    """The O'Brien-Fleming constant C for one-sided level ``alpha``: stop and reject at look k once
+    Z_k >= C / sqrt(t_k) (equivalently B_k >= C). Computed for the given looks, so they need not be equal."""
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+    return _obf_constant(alpha, _fractions(fractions))
+
+
+@functools.lru_cache(maxsize=256)
+def _obf_constant(alpha: float, fractions: tuple[float, ...]) -> float:
+    # Between the last look alone (error <= alpha) and Bonferroni over the looks (error >= alpha).
+    low, high = float(_st.norm.isf(alpha)), float(_st.norm.isf(alpha / len(fractions)))
+    if boundary_crossing(low, fractions) <= alpha:
+        return low
+    return float(_opt.brentq(lambda b: boundary_crossing(b, fractions) - alpha, low, high, xtol=1e-9))
+
+
+def obf_boundaries(alpha: float, fractions: Sequence[float]) -> list[float]:
+    """O'Brien-Fleming boundaries on the Z scale, one per look: C / sqrt(t_k)."""
+    constant = obf_constant(alpha, fractions)
+    return [constant / math.sqrt(t) for t in _fractions(fractions)]
+
+
+def sequential_p_value(z_values: Sequence[float], fractions: Sequence[float]) -> float:
+    """One-sided p-value of a group-sequential comparison after ``len(z_values)`` of the planned looks.
+
+    The smallest level at which the O'Brien-Fleming design over ``fractions`` would have stopped by now:
+    P(max_k B_k >= max seen B), B_k = Z_k sqrt(t_k). P(p <= alpha) <= alpha under no effect whenever one stops,
+    so Holm across candidates on these p-values controls the family-wise error (it is the sequentially
+    rejective group-sequential procedure of Maurer & Bretz 2013, with OBF tests).
+    """
+    t = _fractions(fractions)
+    if not 0 < len(z_values) <= len(t):
+        raise ValueError(f"need 1..{len(t)} z values, got {len(z_values)}")
+    return boundary_crossing(max(z * math.sqrt(f) for z, f in zip(z_values, t, strict=False)), t)
+
+
+def _check_power_args(log_sd: float, alpha: float, m: int, power: float, looks: int) -> None:
+    if not (math.isfinite(log_sd) and log_sd > 0):
+        raise ValueError(f"log_sd must be positive and finite, got {log_sd}")
+    if not 0.0 < alpha < 0.5 or m < 1 or looks < 1:
+        raise ValueError(f"need 0 < alpha < 0.5, m >= 1, looks >= 1; got {alpha}, {m}, {looks}")
+    if not alpha / m < power < 1.0:
+        raise ValueError(f"power must be in (alpha / m, 1), got {power}")
+
+
+def _equal_looks(looks: int) -> tuple[float, ...]:
+    return tuple((k + 1) / looks for k in range(looks))
+
+
+@functools.lru_cache(maxsize=256)
+def _drift_for_power(alpha: float, m: int, power: float, looks: int) -> float:
+    """The B-value drift at which the OBF test at level alpha / m (Holm's first step) has the given power."""
+    fractions = _equal_looks(looks)
+    constant = _obf_constant(alpha / m, fractions)
+    return float(_opt.brentq(lambda d: boundary_crossing(constant, fractions, d) - power, 0.0, 50.0, xtol=1e-9))
+
+
+def detection_power(
+    log_sd: float, n_pairs: int, effect: float, *, alpha: float = 0.025, m: int = 1, looks: int = 1
+) -> float:
+    """Chance that a true relative gain ``effect`` (0.01 = +1%) is confirmed with ``n_pairs`` pairs of per-pair
+    log-ratio SD ``log_sd``: one-sided level alpha / m (Holm's first step among m candidates), O'Brien-Fleming
+    over ``looks`` equal looks (1 = a fixed-size test)."""
+    _check_power_args(log_sd, alpha, m, 0.5 + alpha / (2 * m), looks)
+    fractions = _equal_looks(looks)
+    drift = math.log1p(effect) * math.sqrt(n_pairs) / log_sd
+    return boundary_crossing(_obf_constant(alpha / m, fractions), fractions, drift)
+
+
+def mde(log_sd: float, n_pairs: int, *, alpha: float = 0.025, m: int = 1, power: float = 0.8, looks: int = 1) -> float:
+    """Minimum detectable relative gain (0.01 = +1%) with ``n_pairs`` pairs: the gain confirmed with probability
+    ``power`` by the test of :func:`detection_power`. inf without pairs."""
+    _check_power_args(log_sd, alpha, m, power, looks)
+    if n_pairs < 1:
+        return math.inf
+    return math.expm1(_drift_for_power(alpha, m, power, looks) * log_sd / math.sqrt(n_pairs))
+
+
+def pairs_needed(
+    log_sd: float, effect: float, *, alpha: float = 0.025, m: int = 1, power: float = 0.8, looks: int = 1
+) -> int:
+    """Pairs (the maximum, with several looks) for which :func:`mde` is at most ``effect`` (0.01 = +1%).
+
+    With looks=1 this is the textbook ((z_{1-alpha/m} + z_power) * log_sd / log(1 + effect))^2; O'Brien-Fleming
+    looks add a few percent to the maximum and save pairs on average when the gain is real.
+    """
+    _check_power_args(log_sd, alpha, m, power, looks)
+    if not (math.isfinite(effect) and effect > 0):
+        raise ValueError(f"effect must be a positive relative gain, got {effect}")
+    return math.ceil((_drift_for_power(alpha, m, power, looks) * log_sd / math.log1p(effect)) ** 2 - 1e-9)
+
+
+def mirrored_order(n_pairs: int, *, seed: int) -> list[bool]:
+    """Per pair, whether the trial arm runs first, in mirrored order (AB BA AB BA ...): each pair starts with the
+    arm the previous pair ended with; the first arm is drawn at random (seeded).
+
+    Both blocks of every pair then follow the same arm, so residue an arm leaves behind (garbage, caches) hits
+    the two arms of a pair alike and cancels; with independent random AB/BA order the reference follows the
+    trial 3/4 of the time and the ratio is biased by half the carry-over. Works for runs and for step blocks;
+    the order of n pairs is a prefix of the order of more pairs with the same seed, so it extends batch by
+    batch. With one random bit per sequence the sign-flip test no longer rests on randomized order but on
+    the arms being exchangeable within a pair under no effect (simulated in tests/test_verdicts_sim.py).
+    """
+    if n_pairs < 0:
+        raise ValueError(f"n_pairs must be >= 0, got {n_pairs}")
+    first = random.Random(seed).random() < 0.5
+    return [first != (i % 2 == 1) for i in range(n_pairs)]
