@@ -119,12 +119,24 @@ def test_an_infeasible_trial_is_never_best(tmp_path: Path) -> None:
         row(2, "better", True, 1.05),
         row(3, "no_difference", True, 1.10),
     ]
-    assert _best(rows, search) == [2]
-    assert winner(rows, [2])["trial"] == 2
+    assert _best(rows, search) == [2]  # screening's significant trials: candidates, never the winner
     only_infeasible = [rows[0], rows[1], rows[3]]
-    nothing = winner(only_infeasible, _best(only_infeasible, search))
-    assert nothing["trial"] is None and nothing["strategies"] == {}
-    assert "no trial" in nothing["reason"]
+    assert _best(only_infeasible, search) == []
+
+
+def test_only_a_confirmed_trial_wins_and_its_effect_is_the_confirmation_estimate() -> None:
+    rows = [row(0, None, True, 1.0, baseline=True), row(1, "better", True, 1.30), row(2, "better", True, 1.05)]
+    assert winner(rows, None)["trial"] is None  # screening alone names no winner
+    effect = {"ratio": 1.04, "ci_low": 1.01, "ci_high": 1.07}
+    decision = {
+        "winner": 2,
+        "reason": "trial 2 confirmed",
+        "rows": [{"trial": 1, "confirmation": {"ratio": 1.0}}, {"trial": 2, "confirmation": effect}],
+    }
+    chosen = winner(rows, {"decision": decision})
+    assert chosen["trial"] == 2 and chosen["confirmed"] and chosen["effect"] == effect
+    nothing = winner(rows, {"decision": {"winner": None, "reason": "no confirmed winner among 2 candidate(s)"}})
+    assert nothing["trial"] is None and nothing["strategies"] == {} and not nothing["confirmed"]
 
 
 def test_summary_reads_verdicts_and_constraints_back_from_storage(tmp_path: Path) -> None:
@@ -147,7 +159,8 @@ def test_summary_reads_verdicts_and_constraints_back_from_storage(tmp_path: Path
     assert len(summary["trials"]) == 6 and summary["trials"][0]["is_baseline"]
     best = summary["best"]
     assert best and all(summary["trials"][n]["feasible"] for n in best)
-    assert summary["winner"]["trial"] == best[0] == 4  # the largest feasible ratio
+    assert best[0] == 4  # the largest feasible ratio
+    assert summary["winner"]["trial"] is None and "confirmation pending" in summary["winner"]["reason"]
     assert math.isfinite(summary["trials"][4]["values"][0])
 
 
@@ -205,10 +218,12 @@ def test_step_ratios_are_expressed_per_metric() -> None:
 
     slower = paired_ratio([1.1] * 8, [1.0] * 8, higher_is_better=False, statistic="geomean")
     result = InterleaveResult(estimate=slower)
-    assert step_ratio(result, "itl_p99_ms")["ratio"] == pytest.approx(1.1)
+    assert step_ratio(result, "itl_mean_ms")["ratio"] == pytest.approx(1.1)
+    with pytest.raises(ValueError, match="not measured at step level"):
+        step_ratio(result, "itl_p99_ms")  # percentiles, TTFT, memory and GC come from run-level pairs
     throughput = step_ratio(result, "output_tokens_per_s")
     assert throughput["ratio"] == pytest.approx(1 / 1.1) and throughput["verdict"] == "worse"
-    assert step_ratio(InterleaveResult(estimate=None), "itl_p99_ms")["verdict"] == "inconclusive"
+    assert step_ratio(InterleaveResult(estimate=None), "tpot_mean_ms")["verdict"] == "inconclusive"
 
 
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # trials asked by hand, not through optimize()
@@ -225,8 +240,9 @@ def test_objectives_are_anchored_to_the_baseline_so_drift_between_trials_cancels
     def arms(tokens_per_s: tuple[float, float], itl_ms: tuple[float, float]) -> Arms:
         measured = Arms()
         for w in wobble:  # (reference, trial) per pair, both arms moving with the host
-            measured.reference.append({"output_tokens_per_s": tokens_per_s[0] * w, "itl_p99_ms": itl_ms[0] * w})
-            measured.trial.append({"output_tokens_per_s": tokens_per_s[1] * w, "itl_p99_ms": itl_ms[1] * w})
+            for arm, i in ((measured.reference, 0), (measured.trial, 1)):  # 1000 tokens per repetition
+                arm.append({"output_tokens_per_s": tokens_per_s[i] * w, "wall_s": 1000 / (tokens_per_s[i] * w),
+                            "itl_p99_ms": itl_ms[i] * w})  # fmt: skip
         return measured
 
     base = study.ask()

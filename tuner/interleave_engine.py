@@ -1,7 +1,8 @@
 """In-engine A/B measurement (the EngineCore side): alternate two strategy sets every K engine steps.
 
-Blocks of ``block_steps`` model-executing steps come in pairs, each pair in a random order (AB or BA) so a
-periodic slow step (a KV-block allocation every ``block_size`` steps) cannot alias onto one arm. At every
+Blocks of ``block_steps`` model-executing steps come in pairs in mirrored order (AB BA AB ..., the first drawn
+at random; :func:`tuner.stats.mirrored_order`): both blocks of a pair follow the same arm, so residue an arm
+leaves behind (garbage, caches) hits both alike and cancels. At every
 block end a gen0 collection settles the garbage the ending block deferred, and its time is charged to that
 block. Per step it records the wall time, the running requests, the scheduled tokens and the GC time; the
 front-end (:mod:`tuner.interleave`) drains complete pairs and does the statistics.
@@ -10,7 +11,6 @@ front-end (:mod:`tuner.interleave`) drains complete pairs and does the statistic
 from __future__ import annotations
 
 import gc
-import random
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,7 @@ class StepInterleaver:
     def start(self, arms: dict[str, dict[str, dict[str, Any]]], block_steps: int, seed: int) -> None:
         self.arms = arms  # {"A": strategy set, "B": strategy set}
         self.block_steps = block_steps
-        self.rng = random.Random(seed)
+        self.seed = seed
         self.blocks: list[dict[str, Any]] = []
         self.pair = 0
         self._new_pair()
@@ -42,7 +42,10 @@ class StepInterleaver:
         return drained
 
     def _new_pair(self) -> None:
-        self.order = ["A", "B"] if self.rng.random() < 0.5 else ["B", "A"]
+        from tuner.stats import mirrored_order  # scipy is imported on the first comparison, not at engine start
+
+        trial_first = mirrored_order(self.pair + 1, seed=self.seed)[-1]
+        self.order = ["B", "A"] if trial_first else ["A", "B"]
         self.position = 0
         self._open_block()
 

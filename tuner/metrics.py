@@ -89,6 +89,9 @@ HIGHER_IS_BETTER = {
     "goodput_requests_per_s",
     "slo_attainment",
 }
+# What a step-time ratio stands in for: decode throughput (1 / step time) and mean per-token latency (step time).
+# Latency percentiles, TTFT, memory and GC figures come from run-level pairs only.
+STEP_LEVEL_METRICS = {"output_tokens_per_s", "total_tokens_per_s", "tpot_mean_ms", "itl_mean_ms"}
 LATENCY_FAMILIES = ("ttft", "tpot", "itl", "e2e")
 PROCESS_METRICS = ("peak_rss_mb", "gc_share_max", "gc_max_pause_ms")  # worst over the engine's processes
 METRIC_NAMES = (

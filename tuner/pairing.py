@@ -1,13 +1,15 @@
 """Paired, repeated measurement of one trial against its reference arm on the same running engine.
 
-Each pair runs both arms back to back in a random order (AB or BA, seeded), switching strategies in place.
-After ``pairs.min`` pairs the paired ratio of the first objective is estimated after every pair, and
-pairing stops once the answer is settled (a significant difference, or a CI narrower than the resolution).
+Each pair runs both arms back to back in mirrored order (AB BA AB ..., the first drawn at random, seeded),
+switching strategies in place, so carry-over from one arm to the next hits both arms alike. After
+``pairs.min`` pairs the paired ratio of the first objective is estimated after every pair, and pairing stops
+once the CI is narrower than the resolution (precision only: stopping on significance would inflate errors).
+Throughput metrics are estimated as a ratio of sums (tokens over wall time per repetition), the rest as the
+median of per-pair ratios.
 """
 
 from __future__ import annotations
 
-import random
 import statistics
 import time
 from collections.abc import Callable
@@ -17,7 +19,7 @@ from typing import Any
 from tuner.measure import Workbench
 from tuner.metrics import HIGHER_IS_BETTER, flat_metrics
 from tuner.search_space import Objective, Pairs
-from tuner.stats import RatioEstimate, is_settled, paired_ratio
+from tuner.stats import RatioEstimate, is_settled, mirrored_order, paired_ratio, paired_ratio_of_sums
 
 
 @dataclass
@@ -34,7 +36,18 @@ class Arms:
     def values(self, metric: str, arm: str) -> list[float]:
         return [m[metric] for m in getattr(self, arm)]
 
+    def amount_and_time(self, rate: str, arm: str) -> tuple[list[float], list[float]]:
+        """Per repetition of ``arm``: the amount a rate metric counts (rate x wall time) and the wall time."""
+        return [m[rate] * m["wall_s"] for m in getattr(self, arm)], self.values("wall_s", arm)
+
     def ratio(self, metric: str, resolution: float | None = None) -> RatioEstimate:
+        """The paired trial/reference ratio of ``metric``: for a throughput, the ratio of summed amounts over
+        summed wall time (its amount per repetition being rate x wall time)."""
+        if metric in HIGHER_IS_BETTER:
+            return paired_ratio_of_sums(
+                *(value for arm in ("trial", "reference") for value in self.amount_and_time(metric, arm)),
+                resolution=resolution,
+            )
         return paired_ratio(
             self.values(metric, "trial"),
             self.values(metric, "reference"),
@@ -61,15 +74,17 @@ def measure_pairs(
     resolution: float,
     *,
     seed: int,
+    first_pair: int = 0,
     on_pair: Callable[[int, RatioEstimate | None], bool] | None = None,
 ) -> Arms:
-    """Run pairs until settled or ``pairs.max``; ``on_pair`` may return True to stop (pruning)."""
-    rng = random.Random(seed)
+    """Run pairs until settled or ``pairs.max``; ``on_pair`` may return True to stop (pruning). ``first_pair``
+    continues the mirrored order of an earlier batch with the same seed."""
     arms = Arms()
     reference_tokens: list[list[int]] | None = None
-    for index in range(pairs.max):
+    for index, trial_first in enumerate(mirrored_order(first_pair + pairs.max, seed=seed)[first_pair:]):
         order = [("reference", {}), ("trial", trial_strategies)]
-        rng.shuffle(order)
+        if trial_first:
+            order.reverse()
         for arm, strategies in order:
             _switch(bench, strategies, arms)
             rep = bench.repetition(label=f"pair {index + 1} {arm}")

@@ -91,6 +91,15 @@ class Pairs(_Strict):
         return self
 
 
+class Confirm(_Strict):
+    """The confirmation phase: the screened candidates re-tested against the baseline with fresh pairs."""
+
+    min_effect: float = Field(0.01, gt=0, lt=1, description="the smallest relative gain worth deploying")
+    max_candidates: int = Field(3, ge=1, description="screened trials re-tested (Holm across them)")
+    budget_s: float = Field(300, gt=0, description="measuring time per candidate")
+    looks: int = Field(4, ge=1, description="group-sequential looks (O'Brien-Fleming)")
+
+
 def _space_entry_kind(value: Any) -> str | None:
     if isinstance(value, list):
         return "choices"
@@ -117,6 +126,7 @@ class Search(_Strict):
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Optuna's samplers take 32-bit seeds")
     pruner: Literal["none", "median"] = "none"
     pairs: Pairs = Pairs()
+    confirm: Confirm = Confirm()
     resolution: float = Field(0.02, gt=0, lt=1, description="stop pairing once the CI is narrower than this")
     method: Literal["auto", "runs", "steps"] = Field(
         "auto", description="runs: paired repetitions; steps: in-engine interleaving; auto: steps where possible"

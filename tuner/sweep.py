@@ -3,6 +3,8 @@
 - The baseline (vLLM as installed, no strategies) is enqueued first; every trial is paired against the
   reference arm (no strategies) on the same engine, so host drift cancels.
 - Trials that differ only in switchable strategies share one engine; it restarts only when engine args change.
+- Screening only nominates candidates; the single-process command then confirms them against the baseline
+  with fresh pairs (:mod:`tuner.confirmation`), and only a confirmed winner is written to ``winner.yaml``.
 - Storage is any Optuna RDB URL (SQLite under the experiment's results by default, PostgreSQL for many
   workers); ``resume`` continues a study without repeating finished trials.
 """
@@ -29,13 +31,23 @@ from rich.console import Console
 from rich.progress import Progress
 
 from tuner.config import Experiment
+from tuner.confirmation import (
+    CONFIRMATION_ATTR,
+    SCREENING_POWER_ATTR,
+    Candidate,
+    Pair,
+    pending,
+    run_pair,
+    screening_power,
+    screening_results,
+)
 from tuner.engine import EngineError, EngineSession, open_session
 from tuner.engine_args import cli_flags
 from tuner.environment import environment_record
 from tuner.errors import UserError
 from tuner.interleave import interleaved_comparison, step_ratio
 from tuner.measure import Workbench
-from tuner.metrics import HIGHER_IS_BETTER
+from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
 from tuner.pairing import Arms, measure_pairs, step_interleavable
 from tuner.plugin import encode_spec
 from tuner.progress import progress_bars
@@ -56,6 +68,10 @@ DEFAULT_TRIALS = 20
 BASELINE_ATTR = "baseline"
 WORKER_ATTR = "worker"
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+UNPAIRED_NOTE = (
+    "descriptive only: this trial's repetitions against the baseline trial's, measured at other times on another "
+    "engine; host drift between them is not cancelled, so no verdict is drawn"
+)
 MAX_RETRY = 2  # a trial whose worker died is run again at most this often
 TrialCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 
@@ -155,7 +171,7 @@ def open_study(
     pruner = (
         optuna.pruners.MedianPruner(n_startup_trials=2) if search.pruner == "median" else optuna.pruners.NopPruner()
     )
-    return optuna.create_study(
+    study = optuna.create_study(
         study_name=study_name,
         storage=storage,
         sampler=make_sampler(search),
@@ -163,6 +179,10 @@ def open_study(
         directions=[o.resolved_direction for o in search.objectives],
         load_if_exists=True,
     )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([o.metric for o in search.objectives])  # optuna-dashboard labels its axes
+    return study
 
 
 def require_search(experiment: Experiment) -> Search:
@@ -363,7 +383,8 @@ class Sweep:
         if arms.step_result is not None:
             trial.set_user_attr("step_interleave", arms.step_result.to_dict())
             if not self.aa:  # A/A keeps both methods' verdicts apart (see summarize_study)
-                ratios = {metric: step_ratio(arms.step_result, metric) for metric in ratios}
+                # Steps stand in for throughput and mean per-token latency only; the rest keep run-level ratios.
+                ratios |= {m: step_ratio(arms.step_result, m) for m in ratios if m in STEP_LEVEL_METRICS}
         # What Optuna sees (objectives, constraints): each ratio times the anchor's median, so that host drift
         # between trials, each measured at another time, cancels. Absolute medians stay in "metrics".
         anchor = medians if is_baseline else self._anchor(arms)
@@ -390,8 +411,52 @@ class Sweep:
                 return dict(done.user_attrs["metrics"])
         return arms.medians("reference")
 
+    def fresh_pairs(self, candidate: Candidate, done: int, wanted: int, left_s: float) -> list[Pair]:
+        """``wanted`` fresh pairs of ``candidate`` against the baseline on the baseline engine (a confirmation
+        look), continuing its mirrored order after the ``done`` pairs already measured."""
+        bench = self._workbench({})
+        metric = self.search.objectives[0].metric
+        seed = self.search.seed + 7919 * (candidate.trial + 1)  # fresh pairs: not the screening's order
+        if candidate.method == "steps":
+            result = interleaved_comparison(
+                bench,
+                {},
+                candidate.strategies,
+                block_steps=self.search.block_steps,
+                resolution=self.search.resolution,
+                budget_s=left_s,
+                min_pairs=wanted,
+                target_pairs=wanted,
+                seed=seed + done,
+            )
+            return [(b[0], b[1], a[0], a[1]) for a, b in result.sums]
+        size = max(wanted, 2)
+        arms = measure_pairs(
+            bench,
+            candidate.strategies,
+            Pairs(min=size, max=size),
+            self.search.objectives[0],
+            self.search.resolution,
+            seed=seed,
+            first_pair=done,
+        )
+        self.switch_s += arms.switch_s
+        return [run_pair(metric, t, r) for t, r in zip(arms.trial, arms.reference, strict=True)]
+
+    def screening_power(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        """After the baseline trial: print the power statement of the sweep from its pairs and store it."""
+        arms = trial.user_attrs.get("arms")
+        if not trial.user_attrs.get(BASELINE_ATTR) or self.aa or not arms or len(arms["trial"]) < 2:
+            return
+        power = screening_power(arms, self.search, max(planned_trials(self.experiment, aa=False) - 1, 1))
+        study.set_user_attr(SCREENING_POWER_ATTR, power)
+        self.console.print(
+            "[bold]power before screening[/bold] (run-level noise of the baseline's own pairs)\n  "
+            + "\n  ".join(power["lines"])
+        )
+
     def run(self, n_trials: int | None, callbacks: Sequence[TrialCallback] = ()) -> None:
-        """Run ``n_trials`` trials (``None``: until a callback stops the study), then close the engine."""
+        """Run ``n_trials`` trials (``None``: until a callback stops the study); the caller closes the engine."""
         # The tuner reports each trial itself; Optuna's own log would add a traceback per failed trial.
         optuna.logging.set_verbosity(optuna.logging.ERROR)
         with progress_bars(self.console) as progress:
@@ -403,17 +468,14 @@ class Sweep:
                 finally:
                     progress.advance(study_task)
 
-            try:
-                self.study.optimize(
-                    objective,
-                    n_trials=n_trials,
-                    timeout=self.search.timeout_s,
-                    catch=(Exception,),
-                    callbacks=callbacks,
-                    gc_after_trial=False,
-                )
-            finally:
-                self.close()
+            self.study.optimize(
+                objective,
+                n_trials=n_trials,
+                timeout=self.search.timeout_s,
+                catch=(Exception,),
+                callbacks=[self.screening_power, *callbacks],
+                gc_after_trial=False,
+            )
 
 
 class _Watchdog:
@@ -484,10 +546,18 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | 
         "pareto": pareto,
         "importance": _importance(study),
     }
-    summary["best"] = _best(rows, search) if baseline is not None else []
-    summary["winner"] = winner(rows, summary["best"])
+    summary["best"] = _best(rows, search) if baseline is not None else []  # screening's significant trials
+    confirmation = current_confirmation(study, rows, search)
+    summary["confirmation"] = confirmation
+    summary["power"] = {
+        "before_screening": study.user_attrs.get(SCREENING_POWER_ATTR),
+        "before_confirmation": (confirmation or {}).get("power"),
+    }
+    summary["winner"] = winner(rows, confirmation)
     if baseline is None:
         summary["winner"]["reason"] = "no verdict: the baseline trial did not complete"
+    elif confirmation is None:
+        summary["winner"]["reason"] = "A/A sweep: nothing to confirm" if any(r["aa"] for r in rows) else pending(study)
     summary["incomplete"] = incomplete_reasons(rows)
     if any(r["aa"] for r in rows):
         aa = [r for r in complete if r["aa"]]
@@ -497,6 +567,16 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | 
         }
         summary["aa"] = {method: _aa_counts(verdicts) for method, verdicts in by_method.items() if verdicts}
     return summary
+
+
+def current_confirmation(study: optuna.Study, rows: list[dict[str, Any]], search: Search) -> dict[str, Any] | None:
+    """The study's confirmation record if it confirmed the screening as it stands (None when pending or stale:
+    trials screened since)."""
+    record = study.user_attrs.get(CONFIRMATION_ATTR)
+    screened, _ = screening_results(rows, search.objectives[0].metric)
+    if record is None or record["screened"] != sorted(r.trial for r in screened):
+        return None
+    return dict(record)
 
 
 def _aa_counts(verdicts: list[str]) -> dict[str, Any]:
@@ -558,7 +638,10 @@ def _trial_row(
         values = [m[first] for m in attrs.get("arms", {}).get("trial", [])]
         if len(base_values) >= 2 and len(values) >= 2:
             est = unpaired_ratio(values, base_values, higher_is_better=first in HIGHER_IS_BETTER)
-            row["vs_baseline_unpaired"] = {first: est.to_dict()}
+            row["vs_baseline_unpaired"] = {
+                first: {**est.to_dict(), "verdict": None},
+                "note": UNPAIRED_NOTE,
+            }
     return row
 
 
@@ -586,14 +669,19 @@ def _importance(study: optuna.Study) -> dict[str, float]:
         return {}
 
 
-def winner(rows: list[dict[str, Any]], best: list[int]) -> dict[str, Any]:
-    """The configuration to deploy: the best significant winner, or vLLM as installed when none beats it."""
-    row = next((r for r in rows if r["number"] == best[0]), None) if best else None
+def winner(rows: list[dict[str, Any]], confirmation: dict[str, Any] | None) -> dict[str, Any]:
+    """The configuration to deploy: the confirmed winner with its confirmation estimate as the effect, or vLLM
+    as installed when confirmation found none (or has not run)."""
+    decision = (confirmation or {}).get("decision") or {}
+    number = decision.get("winner")
+    row = next((r for r in rows if r["number"] == number), None) if number is not None else None
     strategies = row["strategies"] if row else {}
     engine = row["engine"] if row else {}
     return {
         "trial": row["number"] if row else None,
-        "reason": "significantly beats the baseline" if row else "no trial significantly beats the baseline",
+        "confirmed": row is not None,
+        "reason": decision.get("reason", "no confirmed winner"),
+        "effect": next((r["confirmation"] for r in decision.get("rows", []) if r["trial"] == number), None),
         "strategies": strategies,
         "engine": engine,
         "env": f"TUNER_PLUGIN='{encode_spec(strategies)}'",
@@ -601,22 +689,30 @@ def winner(rows: list[dict[str, Any]], best: list[int]) -> dict[str, Any]:
 
 
 def write_outputs(summary: dict[str, Any], out_dir: Path) -> list[Path]:
-    """``summary.json``, ``winner.yaml`` and ``winner.env`` (atomic writes)."""
+    """``summary.json``, and ``winner.yaml`` / ``winner.env`` for a confirmed winner only; without one,
+    ``no-confirmed-winner.txt`` says so (and any older winner files are removed). Atomic writes."""
     import yaml
 
     from tuner.results import write_json, write_text
 
     best = summary["winner"]
+    written = [write_json(out_dir / "summary.json", summary)]
+    stale = ("no-confirmed-winner.txt",) if best["confirmed"] else ("winner.yaml", "winner.env")
+    for name in stale:
+        (out_dir / name).unlink(missing_ok=True)
+    if not best["confirmed"]:
+        text = f"{best['reason']}\nDeploy vLLM as installed (no TUNER_PLUGIN, no engine-arg changes).\n"
+        return [*written, write_text(out_dir / "no-confirmed-winner.txt", text)]
     flags = shlex.join(cli_flags(best["engine"]))
     env = (
-        f"# {best['reason']} (trial {best['trial']})\n"
+        f"# {best['reason']}\n"
         f"# Enable in production: pip install vllm-hosttune, then\n"
         f"#   {best['env']} vllm serve MODEL {flags}\n{best['env']}\n"
     )
     body = yaml.safe_dump({"strategies": best["strategies"], "engine": best["engine"]}, sort_keys=True)
     return [
-        write_json(out_dir / "summary.json", summary),
-        write_text(out_dir / "winner.yaml", f"# {best['reason']} (trial {best['trial']})\n{body}"),
+        *written,
+        write_text(out_dir / "winner.yaml", f"# {best['reason']}\n{body}"),
         write_text(out_dir / "winner.env", env),
     ]
 
@@ -635,5 +731,18 @@ def verdict_line(summary: dict[str, Any]) -> str:
     median_switch = sorted(switches)[len(switches) // 2] if switches else math.nan
     return (
         f"{len(trials)} trials, {starts} engine start(s), median switch {median_switch * 1e3:.1f} ms; "
-        f"winner: {summary['winner']['reason']}"
+        f"{detectable(summary)}; winner: {summary['winner']['reason']}"
     )
+
+
+def detectable(summary: dict[str, Any]) -> str:
+    """The minimum detectable effect the sweep reached: at the confirmation's pairs, else the screening's."""
+    confirmation = summary.get("confirmation") or {}
+    power = summary.get("power") or {}
+    if confirmation.get("mde_spent") is not None:
+        return f"minimum detectable effect {confirmation['mde_spent']:.2%} at the confirmation pairs spent"
+    for phase in ("before_confirmation", "before_screening"):
+        mde_value = (power.get(phase) or {}).get("confirmation_mde")
+        if mde_value is not None:
+            return f"minimum detectable effect {mde_value:.2%} at the planned confirmation"
+    return "minimum detectable effect not estimated"

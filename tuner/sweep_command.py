@@ -1,4 +1,4 @@
-"""Glue for ``tuner sweep``: open the study, queue the baseline (and grid), run, summarise, export."""
+"""Glue for ``tuner sweep``: open the study, queue the baseline (and grid), screen, confirm, summarise, export."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.config import Experiment
+from tuner.confirmation import CONFIRMATION_ATTR, run_confirmation
 from tuner.errors import StudyIncomplete
 from tuner.report import describe_engine, describe_strategies
 from tuner.sweep import (
     Sweep,
+    current_confirmation,
     default_storage,
     enqueue_missing,
     open_study,
@@ -45,9 +47,23 @@ def run_sweep(
             sweep.run(remaining)
         else:
             console.print("nothing left to run: every trial of this study is finished")
+        if not aa:
+            confirm_candidates(study, experiment, sweep, console)
     finally:  # also on Ctrl-C: what finished is summarised and kept
+        sweep.close()
         summary = write_summary(study, experiment, sweep, out_dir, console)
     require_complete(summary)
+
+
+def confirm_candidates(study: Study, experiment: Experiment, sweep: Sweep, console: Console) -> None:
+    """Confirm the screening's candidates on fresh pairs and store the result on the study, unless the study
+    already holds a confirmation of the screening as it stands (a resumed, finished study)."""
+    rows = summarize_study(study, experiment, sweep)
+    if rows["incomplete"] or current_confirmation(study, rows["trials"], sweep.search) is not None:
+        return
+    console.print("[bold]confirmation[/bold]: re-testing the screening's candidates against the baseline")
+    record = run_confirmation(rows["trials"], sweep.search, sweep.fresh_pairs, console)
+    study.set_user_attr(CONFIRMATION_ATTR, record)
 
 
 def write_summary(

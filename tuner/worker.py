@@ -237,6 +237,7 @@ def run_worker(experiment: Experiment, console: Console, *, storage: str, study_
         else:
             console.print("nothing left to claim: every trial of this study is finished or taken")
     finally:  # also on Ctrl-C: what finished is summarised and kept
+        sweep.close()
         lock.release()
         summary = write_summary(study, experiment, sweep, out_dir, console)
     require_complete(summary)

@@ -1,0 +1,250 @@
+"""The confirmation phase of ``tuner sweep``: screened candidates re-tested against the baseline with fresh pairs.
+
+Screening (the Optuna search) only nominates candidates: the best of many noisy estimates is a chance winner
+more often than not, and its gain is inflated. Here up to ``search.confirm.max_candidates`` feasible trials
+(ranked by their screening lower bound, :func:`tuner.verdicts.plan_confirmation`) are measured again in a
+phase of their own, sized from the screening noise for ``min_effect`` and capped by ``budget_s`` per candidate,
+with O'Brien-Fleming looks and Holm across candidates (:func:`tuner.verdicts.confirm`). The estimand is a ratio
+of sums: tokens over wall time per repetition at run level, steps over step seconds at step level. The result
+is stored on the study (user attr ``confirmation``) so ``--resume`` and ``tuner report`` see it.
+
+The engine work is injected (:data:`Measure`), so this module is plain decisions and bookkeeping.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from rich.console import Console
+
+from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
+from tuner.search_space import Search
+from tuner.stats import RatioEstimate, mde, paired_ratio_of_sums
+from tuner.verdicts import (
+    ConfirmationPlan,
+    Design,
+    PowerStatement,
+    ScreeningResult,
+    confirm,
+    plan_confirmation,
+    power_statement,
+    select_candidates,
+)
+
+CONFIRMATION_ATTR = "confirmation"
+SCREENING_POWER_ATTR = "power_before_screening"
+
+Pair = tuple[float, float, float, float]
+"""One fresh pair: trial amount, trial seconds, reference amount, reference seconds (tokens or steps)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A screened trial to confirm: what it runs, how it is measured and how fast pairs come."""
+
+    trial: int
+    strategies: dict[str, dict[str, Any]]
+    method: str  # "steps" (in-engine interleaving) or "runs" (paired repetitions)
+    pairs_per_s: float
+
+
+Measure = Callable[[Candidate, int, int, float], list[Pair]]
+"""``(candidate, pairs measured so far, pairs wanted, seconds left)`` -> that many fresh pairs (fewer when the
+time ran out)."""
+
+
+def estimate_from_dict(data: dict[str, Any] | None) -> RatioEstimate | None:
+    """A stored :meth:`RatioEstimate.to_dict` back as an estimate (None when absent or not estimated)."""
+    fields = RatioEstimate.__dataclass_fields__
+    if not data or data.get("ratio") is None or not set(fields) <= set(data):
+        return None
+    values: dict[str, Any] = {k: math.nan if data[k] is None else data[k] for k in fields}
+    return RatioEstimate(**values)
+
+
+def run_pair(metric: str, trial: dict[str, float], reference: dict[str, float]) -> Pair:
+    """A run-level pair for ``metric``: a throughput as (amount = rate x wall time, wall time); any other metric
+    as (1, value), whose ratio of sums is the ratio of the arms' mean values."""
+    if metric in HIGHER_IS_BETTER:
+        wall_t, wall_r = trial["wall_s"], reference["wall_s"]
+        return trial[metric] * wall_t, wall_t, reference[metric] * wall_r, wall_r
+    return 1.0, trial[metric], 1.0, reference[metric]
+
+
+def pairs_estimate(pairs: Sequence[Pair], metric: str, *, seed: int = 0) -> RatioEstimate:
+    """The ratio-of-sums estimate of ``metric`` over ``pairs`` (a latency reads as time per amount)."""
+    columns = [[p[i] for p in pairs] for i in range(4)]
+    return paired_ratio_of_sums(*columns, higher_is_better=metric in HIGHER_IS_BETTER, seed=seed)
+
+
+def screening_results(rows: Sequence[dict[str, Any]], metric: str) -> tuple[list[ScreeningResult], list[str]]:
+    """Every completed screened trial's estimate of ``metric``, and notes on the trials left out: engine-arg
+    trials were paired against a reference on their own engine, so their ratio leaves out the engine-arg effect
+    and they cannot be confirmed against vLLM as installed."""
+    results, notes = [], []
+    for row in rows:
+        if row["state"] != "COMPLETE" or row["is_baseline"] or row["aa"]:
+            continue
+        if row["engine"]:
+            notes.append(
+                f"trial {row['number']} (engine {row['engine']}) is not confirmed: it was paired on its own engine, "
+                "so its ratio leaves out the engine-arg effect"
+            )
+            continue
+        estimate = estimate_from_dict((row["ratios"] or {}).get(metric))
+        results.append(ScreeningResult(row["number"], bool(row["feasible"]), estimate))
+    return results, notes
+
+
+def candidate(row: dict[str, Any], metric: str) -> Candidate:
+    """How ``row``'s trial is confirmed: step level where it was screened by steps and ``metric`` is measured by
+    steps, else run level; its pair rate from its screening."""
+    steps = row.get("step_interleave") or {}
+    if steps.get("pairs") and steps.get("elapsed_s") and metric in STEP_LEVEL_METRICS:
+        return Candidate(row["number"], row["strategies"], "steps", steps["pairs"] / steps["elapsed_s"])
+    walls = [r["metrics"]["wall_s"] for r in row["repetitions"]]
+    return Candidate(row["number"], row["strategies"], "runs", 1 / (2 * statistics.median(walls)))
+
+
+def design_for(search: Search, candidates: Sequence[Candidate]) -> Design:
+    """The confirmation design of ``search.confirm``, its pairs capped by what the slowest candidate measures
+    within ``budget_s``."""
+    settings = search.confirm
+    cap = min((int(settings.budget_s * c.pairs_per_s) for c in candidates), default=None)
+    return Design(
+        m=settings.max_candidates,
+        min_effect=settings.min_effect,
+        looks=settings.looks,
+        max_pairs=max(cap, settings.looks) if cap is not None else None,
+    )
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def run_confirmation(
+    rows: Sequence[dict[str, Any]], search: Search, measure: Measure, console: Console
+) -> dict[str, Any]:
+    """Plan, measure look by look and decide; return the record to store on the study."""
+    metric = search.objectives[0].metric
+    screening, notes = screening_results(rows, metric)
+    by_number = {r["number"]: r for r in rows}
+    chosen = select_candidates(screening, search.confirm.max_candidates)
+    candidates = {r.trial: candidate(by_number[r.trial], metric) for r in chosen}
+    plan = plan_confirmation(screening, design_for(search, list(candidates.values())))
+    record: dict[str, Any] = {
+        "screened": sorted(r.trial for r in screening),
+        "notes": notes,
+        "metric": metric,
+        "candidates": [
+            {"trial": c.trial, "method": c.method, "pairs_per_s": c.pairs_per_s} for c in candidates.values()
+        ],
+        "plan": {"pairs": plan.pairs, "looks": list(plan.looks), "log_sd": _finite(plan.log_sd)},
+    }
+    for note in notes:
+        console.print(f"[yellow]{note}[/yellow]")
+    if candidates:
+        record["power"] = _print_power(plan, screening, candidates, console)
+    pairs: dict[int, list[Pair]] = {c: [] for c in plan.candidates}
+    looks: dict[int, list[RatioEstimate]] = {c: [] for c in plan.candidates}
+    decision = confirm(plan, screening, looks)
+    for k, wanted in enumerate(plan.looks):
+        for number, cand in candidates.items():
+            if len(looks[number]) < k:  # its time ran out at an earlier look
+                continue
+            left_s = search.confirm.budget_s - len(pairs[number]) / cand.pairs_per_s
+            pairs[number] += measure(cand, len(pairs[number]), wanted - len(pairs[number]), max(left_s, 0.0))
+            if len(pairs[number]) >= wanted:
+                looks[number].append(pairs_estimate(pairs[number][:wanted], metric, seed=k))
+        decision = confirm(plan, screening, looks)
+        console.print(f"confirmation look {k + 1} of {len(plan.looks)} ({wanted} pairs): {decision.reason}")
+        if decision.stop:
+            break
+    record["decision"] = decision.to_dict()
+    record["pairs_spent"] = {str(c): len(p) for c, p in pairs.items()}
+    record["mde_spent"] = _finite(_mde_spent(plan, looks))
+    if candidates and decision.winner is None:
+        record["mde_note"] = (
+            f"with the pairs spent this confirmation could detect {record['mde_spent'] or math.inf:.2%}"
+            f" (min_effect {search.confirm.min_effect:.2%})"
+        )
+        console.print(record["mde_note"])
+    return record
+
+
+def _print_power(
+    plan: ConfirmationPlan, screening: Sequence[ScreeningResult], candidates: dict[int, Candidate], console: Console
+) -> dict[str, Any]:
+    """The power statement before confirmation, printed, and as data for the summary."""
+    design = plan.design
+    screened = [r.estimate.n for r in screening if r.estimate is not None]
+    statement = power_statement(
+        plan.log_sd,
+        trials=max(len(screening), 1),
+        screening_pairs=int(statistics.median(screened)),
+        design=design,
+        confirmation_pairs=plan.pairs,
+        pairs_per_minute=60 * min(c.pairs_per_s for c in candidates.values()),
+    )
+    lines = statement.lines()
+    if plan.pairs < statement.pairs_needed:
+        lines.append(
+            f"the confirmation budget ({plan.pairs} pairs per candidate) cannot reach min_effect "
+            f"{design.min_effect:.1%}: it detects {statement.confirmation_mde:.1%}"
+        )
+    console.print("[bold]power before confirmation[/bold]\n  " + "\n  ".join(lines))
+    return _power_record(statement, lines)
+
+
+def _power_record(statement: PowerStatement, lines: list[str]) -> dict[str, Any]:
+    return {
+        "lines": lines,
+        "log_sd": statement.log_sd,
+        "confirmation_pairs": statement.confirmation_pairs,
+        "confirmation_mde": _finite(statement.confirmation_mde),
+        "pairs_needed": statement.pairs_needed,
+        "sweep_power": statement.sweep_power,
+    }
+
+
+def _mde_spent(plan: ConfirmationPlan, looks: dict[int, list[RatioEstimate]]) -> float:
+    """The MDE at the pairs the confirmation actually measured (the fewest of any candidate), with the noise
+    it measured."""
+    latest = [e[-1] for e in looks.values() if e]
+    if not latest:
+        return math.inf
+    sd = math.sqrt(statistics.fmean(e.log_sd**2 for e in latest))
+    design = plan.design
+    return mde(sd, min(e.n for e in latest), alpha=design.alpha, m=len(plan.candidates), power=design.power)
+
+
+def screening_power(arms: dict[str, list[dict[str, float]]], search: Search, trials: int) -> dict[str, Any]:
+    """The power statement before screening, from the baseline trial's pairs (both arms vLLM as installed: the
+    host's per-pair noise at run level)."""
+    metric = search.objectives[0].metric
+    pairs = [run_pair(metric, t, r) for t, r in zip(arms["trial"], arms["reference"], strict=True)]
+    estimate = pairs_estimate(pairs, metric)
+    wall = statistics.median(r["wall_s"] for r in arms["reference"])
+    cand = Candidate(-1, {}, "runs", 1 / (2 * wall))
+    statement = power_statement(
+        estimate.log_sd,
+        trials=trials,
+        screening_pairs=search.pairs.max,
+        design=design_for(search, [cand]),
+        pairs_per_minute=60 * cand.pairs_per_s,
+    )
+    return _power_record(statement, statement.lines())
+
+
+def pending(study: optuna.Study) -> str:
+    """The note for a study whose screening is not (yet) confirmed."""
+    return (
+        "no confirmed winner: confirmation pending; run `tuner sweep EXPERIMENT.yaml --resume --storage URL "
+        f"--study-name {study.study_name}` to confirm the candidates"
+    )
