@@ -517,3 +517,21 @@ def test_cli_report_prints_the_paths(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert str(out) in result.output and "report.html" in result.output
     assert (out / "report.html").is_file() and not (run / "report").exists()
+
+
+def test_sweep_report_shows_screening_and_confirmation_side_by_side(tmp_path: Path, summary: dict[str, Any]) -> None:
+    """Only the confirmation estimate is quoted as the effect; the screening one stands beside it."""
+    data = copy.deepcopy(summary)
+    screening = {"ratio": 1.081, "ci_low": 1.02, "ci_high": 1.15}
+    confirmed = {"ratio": 1.023, "ci_low": 1.011, "ci_high": 1.035, "n": 412}
+    row = {"trial": 1, "screening": screening, "confirmation": confirmed, "p_holm": 0.004, "status": "winner"}
+    data["confirmation"] = {"decision": {"rows": [row], "reason": "trial 1 confirmed"}, "notes": ["trial 5 note"]}
+    data["power"] = {"before_screening": {"lines": ["per-pair SD 0.120; ..."]}, "before_confirmation": None}
+    data["winner"] = {**data["winner"], "trial": 1, "confirmed": True, "effect": confirmed}
+    path = write_json(tmp_path / "exp" / "sweep" / "summary.json", data)
+    build_report(path)
+    md = (tmp_path / "exp" / "report" / "report.md").read_text()
+    assert "Effect (the confirmation estimate on fresh pairs, not the screening one): 1.023 [1.011, 1.035]" in md
+    table_row = next(line for line in md.splitlines() if line.startswith("| #1 |"))
+    assert "1.081 [1.020, 1.150]" in table_row and "1.023 [1.011, 1.035]" in table_row and "winner" in table_row
+    assert "per-pair SD 0.120" in md and "trial 5 note" in md

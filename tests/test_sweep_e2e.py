@@ -45,6 +45,7 @@ def write_experiment(tmp_path: Path) -> Path:
                     "constraints": [{"metric": "itl_p99_ms", "max": 10_000}],
                     "pairs": {"min": 2, "max": 2},
                     "step_budget_s": 4,
+                    "confirm": {"budget_s": 6, "looks": 2},
                 },
                 "output_dir": str(tmp_path / "results"),
             }
@@ -114,5 +115,13 @@ def test_sweep_interrupted_then_resumed_without_duplicates(tmp_path: Path) -> No
     assert by_set[("shared_empty_kv_blocks",)]["step_interleave"]["steps"] > 0
     assert by_set[("shared_empty_kv_blocks",)]["ratios"]["output_tokens_per_s"]["source"] == "steps"
     assert by_set[("gc_threshold",)]["step_interleave"] is None
-    assert (tmp_path / "results" / "e2e" / "sweep" / "winner.yaml").exists()
-    assert "TUNER_PLUGIN=" in (tmp_path / "results" / "e2e" / "sweep" / "winner.env").read_text()
+    # Then the candidates were confirmed on fresh pairs; winner files exist only for a confirmed winner.
+    decision = summary["confirmation"]["decision"]
+    assert decision["rows"] and all(r["confirmation"] is not None for r in decision["rows"])
+    out = tmp_path / "results" / "e2e" / "sweep"
+    if summary["winner"]["confirmed"]:
+        assert "TUNER_PLUGIN=" in (out / "winner.env").read_text()
+    else:
+        assert "no confirmed winner" in (out / "no-confirmed-winner.txt").read_text()
+        assert not (out / "winner.yaml").exists()
+    assert "minimum detectable effect" in resumed.stdout

@@ -611,9 +611,13 @@ def _environment(doc: Doc, env: dict[str, Any], engine_args: dict[str, Any] | No
 
 
 def pick_best(summary: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """The trial to show against the baseline and why: the significant winner, else the top ratio."""
+    """The trial to show against the baseline and why: the confirmed winner, else (a summary from before the
+    confirmation phase) the best significant screening trial, else the top ratio."""
     trials = {t["number"]: t for t in summary["trials"]}
-    for number in summary.get("best") or []:
+    winner = summary.get("winner") or {}
+    if winner.get("confirmed") and winner.get("trial") in trials:
+        return trials[winner["trial"]], "confirmed winner"
+    for number in [] if "confirmation" in summary else summary.get("best") or []:
         if number in trials:
             return trials[number], "best significant winner"
     first = summary["objectives"][0]["metric"]
@@ -646,6 +650,44 @@ def ratio_metrics(summary: dict[str, Any]) -> list[str]:
         if metric in present and metric not in seen:
             seen.append(metric)
     return seen
+
+
+def _confirmation_section(doc: Doc, summary: dict[str, Any]) -> None:
+    """The power statements and the candidates' screening and confirmation estimates side by side."""
+    power = summary.get("power") or {}
+    confirmation = summary.get("confirmation")
+    if not power and confirmation is None:
+        return  # a summary from before the confirmation phase
+    doc.h("Confirmation")
+    doc.p(
+        "Screening (the search) only nominates candidates; each is re-tested against the baseline on fresh pairs "
+        "(O'Brien-Fleming looks, Holm across candidates). Only the confirmation estimate is an effect."
+    )
+    titles = {"before_screening": "Power before screening", "before_confirmation": "Power before confirmation"}
+    for phase, title in titles.items():
+        if power.get(phase):
+            doc.p(f"{title}:")
+            doc.bullets(list(power[phase]["lines"]))
+    if confirmation is None:
+        doc.p(str((summary.get("winner") or {}).get("reason", "confirmation pending")))
+        return
+    doc.bullets(list(confirmation.get("notes") or []) + [m for m in [confirmation.get("mde_note")] if m])
+    decision = confirmation["decision"]
+    doc.table(
+        ["trial", "screening ratio [95% CI]", "confirmation ratio [95% CI]", "pairs", "p (Holm)", "status"],
+        [
+            [
+                f"#{r['trial']}",
+                fmt_ratio(r["screening"]),
+                fmt_ratio(r["confirmation"]),
+                str((r["confirmation"] or {}).get("n", 0)),
+                fmt_p(r["p_holm"]),
+                r["status"],
+            ]
+            for r in decision["rows"]
+        ]
+        or [["-", "-", "-", "-", "-", decision["reason"]]],
+    )
 
 
 def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
@@ -686,10 +728,15 @@ def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
         doc.p(
             f"No winner: {winner.get('reason', 'no trial significantly beats the baseline')}; keep vLLM as installed."
         )
-    if winner.get("env"):
+    if winner.get("effect"):
+        doc.p(
+            f"Effect (the confirmation estimate on fresh pairs, not the screening one): {fmt_ratio(winner['effect'])}"
+        )
+    if winner.get("env") and winner.get("confirmed", True):
         doc.code(str(winner["env"]))
     if winner.get("yaml"):
         doc.code(str(winner["yaml"]))
+    _confirmation_section(doc, summary)
 
     metrics = ratio_metrics(summary)
     doc.h("Trials against the baseline")
@@ -775,7 +822,7 @@ def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
     if base is not None:
         series["baseline"] = aggregate_processes(trial_process_lists(base))
     if best is not None:
-        short = "winner" if why.startswith("best significant") else "top ratio"
+        short = "winner" if why.startswith(("confirmed", "best significant")) else "top ratio"
         series[f"#{best['number']} ({short})"] = aggregate_processes(trial_process_lists(best))
     intro = f"The baseline against trial #{best['number']} ({why}): `{trial_label(best)}`." if best else ""
     _gc_sections(doc, out, series, title=name, intro=intro)
