@@ -277,10 +277,12 @@ def test_compare_cli_table_and_json(tmp_path: Path, run_data: dict[str, Any]) ->
     table = runner.invoke(cli(), ["compare", str(a.parent), str(b.parent)], env={"COLUMNS": "140"})
     assert table.exit_code == 0, table.output
     assert re.search(r"output_tokens_per_s .*1\.200 .*better", table.output)
+    assert "Warning: descriptive: unpaired samples" in " ".join(table.output.split())
     as_json = runner.invoke(cli(), ["compare", str(a), str(b), "--json"])
     assert as_json.exit_code == 0, as_json.output
     data = json.loads(as_json.stdout)
     assert data["schema"] == "tuner.compare/1"
+    assert data["paired"] is False and "drift" in data["note"]  # unpaired: descriptive, with a drift warning
     row = next(r for r in data["metrics"] if r["metric"] == "output_tokens_per_s")
     assert row["verdict"] == "better" and row["ratio"] == pytest.approx(1.2)
 

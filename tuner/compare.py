@@ -8,7 +8,10 @@ For every metric both sides measured, the result holds each side's median over i
 B/A of medians with a seeded bootstrap 95% CI and a Mann-Whitney p-value (:func:`tuner.stats.unpaired_ratio`:
 separate runs are not paired). The verdict says whether B is better or worse than A for that metric
 (throughput: higher is better; latency: lower is better) or that there is no significant difference; with
-fewer than two repetitions on a side there is no test, only the ratio.
+fewer than two repetitions on a side there is no test, only the ratio. The result is labelled descriptive:
+the two sides ran at different times, so host drift between them is not cancelled (on a drifting host such
+unpaired tests call identical configurations different 19-49% of the time); a sweep's paired ratios are the
+verdict to trust.
 """
 
 from __future__ import annotations
@@ -167,11 +170,20 @@ def compare(a: Side, b: Side, *, n_resamples: int = 2000, seed: int = 0) -> dict
         rows.append(row)
     return {
         "schema": COMPARE_SCHEMA,
+        "paired": False,
+        "note": UNPAIRED_WARNING,
         "a": _side_json(a),
         "b": _side_json(b),
         "differences": _differences(a, b),
         "metrics": rows,
     }
+
+
+UNPAIRED_WARNING = (
+    "descriptive: unpaired samples measured at different times; host drift between them is not cancelled, "
+    "so a 'better'/'worse' here can be drift (identical configurations are called different 19-49% of the time "
+    "on a drifting host); for a verdict compare configurations in pairs (`tuner sweep`)"
+)
 
 
 def _side_json(side: Side) -> dict[str, Any]:
@@ -248,6 +260,7 @@ def compare_notes(result: dict[str, Any]) -> list[str]:
         f"Medians over {' or '.join(counts)} repetitions (A/B). Separate samples: the ratio's 95% CI is a bootstrap, "
         "p a Mann-Whitney test; 'not significant' means no significant difference. "
         "Throughput is better higher, latency (ms) lower.",
+        f"Warning: {result['note']}.",
     ]
 
 
