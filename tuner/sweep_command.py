@@ -49,9 +49,11 @@ def run_sweep(
             console.print("nothing left to run: every trial of this study is finished")
         if not aa:
             confirm_candidates(study, experiment, sweep, console)
-    finally:  # also on Ctrl-C: what finished is summarised and kept
-        sweep.close()
-        summary = write_summary(study, experiment, sweep, out_dir, console)
+    finally:  # also on Ctrl-C (even one that lands while the engine closes): what finished is summarised and kept
+        try:
+            sweep.close()
+        finally:
+            summary = write_summary(study, experiment, sweep, out_dir, console)
     require_complete(summary)
 
 

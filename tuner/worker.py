@@ -236,10 +236,12 @@ def run_worker(experiment: Experiment, console: Console, *, storage: str, study_
             sweep.run(None, callbacks=[gate])
         else:
             console.print("nothing left to claim: every trial of this study is finished or taken")
-    finally:  # also on Ctrl-C: what finished is summarised and kept
-        sweep.close()
-        lock.release()
-        summary = write_summary(study, experiment, sweep, out_dir, console)
+    finally:  # also on Ctrl-C (even one that lands while the engine closes): what finished is summarised and kept
+        try:
+            sweep.close()
+        finally:
+            lock.release()
+            summary = write_summary(study, experiment, sweep, out_dir, console)
     require_complete(summary)
     return out_dir
 
