@@ -96,6 +96,8 @@ def test_a_real_gain_is_confirmed_on_fresh_pairs_and_written_as_the_winner(tmp_p
     rows = {r["trial"]: r for r in summary["confirmation"]["decision"]["rows"]}
     assert rows[winner["trial"]]["screening"] is not None  # both phases side by side
     assert summary["power"]["before_screening"]["lines"] and summary["power"]["before_confirmation"]["lines"]
+    checks = summary["trials"][1]["slo_checks"]  # the ITL SLO judged on its CI bound, and which bound it was
+    assert len(checks) == 1 and checks[0].startswith("itl_p99_ms: upper CI bound of the value") and "ok" in checks[0]
     paths = {p.name for p in write_outputs(summary, tmp_path / "out")}
     assert {"winner.yaml", "winner.env"} <= paths and "no-confirmed-winner.txt" not in paths
     assert "confirmed" in (tmp_path / "out" / "winner.yaml").read_text()
@@ -145,9 +147,10 @@ def test_engine_arg_trials_are_left_out_of_confirmation_with_a_note() -> None:
         {**base, "number": 0, "is_baseline": True, "engine": {}},
         {**base, "number": 1, "engine": {"max_num_seqs": 32}},
         {**base, "number": 2, "engine": {}},
+        {**base, "number": 3, "engine": {}, "feasible_ci": False},  # feasible at the point, not at the CI bound
     ]
     results, notes = screening_results(rows, "output_tokens_per_s")
-    assert [r.trial for r in results] == [2]
+    assert [(r.trial, r.feasible) for r in results] == [(2, True), (3, False)]
     assert len(notes) == 1 and "trial 1" in notes[0] and "leaves out the engine-arg effect" in notes[0]
 
 

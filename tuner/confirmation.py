@@ -97,7 +97,8 @@ def screening_results(rows: Sequence[dict[str, Any]], metric: str) -> tuple[list
             )
             continue
         estimate = estimate_from_dict((row["ratios"] or {}).get(metric))
-        results.append(ScreeningResult(row["number"], bool(row["feasible"]), estimate))
+        feasible = bool(row["feasible"]) and row.get("feasible_ci") is not False  # SLOs on their CI bound
+        results.append(ScreeningResult(row["number"], feasible, estimate))
     return results, notes
 
 

@@ -36,6 +36,7 @@ from tuner.confirmation import (
     SCREENING_POWER_ATTR,
     Candidate,
     Pair,
+    estimate_from_dict,
     pending,
     run_pair,
     screening_power,
@@ -62,6 +63,7 @@ from tuner.search_space import (
     suggest,
 )
 from tuner.stats import unpaired_ratio
+from tuner.verdicts import slo
 
 SWEEP_SCHEMA = "tuner.sweep/1"
 DEFAULT_TRIALS = 20
@@ -391,6 +393,14 @@ class Sweep:
         scaled = {m: anchor[m] * float(r["ratio"]) for m, r in ratios.items() if r["ratio"] and m in anchor}
         values = {**medians, **scaled}
         violations = [c.violation(values[c.metric]) for c in self.search.constraints]
+        # For candidacy each SLO is judged on the CI bound on its bad side (anchor x ratio CI), not the point.
+        checks = [
+            slo(c.metric, est, anchor[c.metric], max=c.max, min=c.min)
+            for c in self.search.constraints
+            if c.metric in anchor and (est := estimate_from_dict(ratios.get(c.metric))) is not None
+        ]
+        trial.set_user_attr("slo_checks", [c.describe() for c in checks])
+        trial.set_user_attr("feasible_ci", all(c.passed for c in checks))
         trial.set_user_attr("metrics", medians)
         trial.set_user_attr("anchored", values)
         trial.set_user_attr("arms", {"reference": arms.reference, "trial": arms.trial})
@@ -622,6 +632,8 @@ def _trial_row(
         "anchored": attrs.get("anchored") or attrs.get("metrics", {}),  # what Optuna saw; see Sweep._record
         "ratios": attrs.get("ratios", {}),
         "feasible": attrs.get("feasible"),
+        "feasible_ci": attrs.get("feasible_ci"),
+        "slo_checks": attrs.get("slo_checks", []),
         "verdict": attrs.get("verdict"),
         "pairs": len(attrs.get("arms", {}).get("trial", [])),
         "switch_s": attrs.get("switch_s", []),
