@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-import math
-import statistics
-
 import pytest
+from rich.console import Console
 from scipy.stats import binomtest
 
 from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
+from tuner.confirmation import Candidate, run_confirmation
 from tuner.engine import EngineSession
-from tuner.interleave import _estimate, block_mean, comparable_batch_size, interleaved_comparison, pair_means
+from tuner.interleave import (
+    _estimate,
+    block_mean,
+    comparable_batch_size,
+    interleaved_comparison,
+    pair_means,
+    step_pairs,
+    step_ratio,
+)
 from tuner.measure import Workbench
 from tuner.stats import paired_ratio
 
@@ -141,8 +148,53 @@ def test_a_known_host_delay_is_detected_with_its_size(bench: Workbench, aa_pairs
     )
     estimate = result.estimate
     assert estimate is not None, result.to_dict()
-    # The estimate is the geometric mean of the per-pair ratios (a + extra) / a.
-    known_ratio = math.exp(statistics.fmean(math.log1p(extra_s / a) for a, _ in result.pairs))
+    # The estimate is the ratio of B's mean step time to A's, where B's steps are A's plus the extra.
+    known_ratio = 1 + extra_s * sum(a[0] for a, _ in result.sums) / sum(a[1] for a, _ in result.sums)
     assert estimate.ci_high - 1 >= 0.8 * (known_ratio - 1), (known_ratio, result.to_dict())
     assert estimate.ratio - 1 <= 1.75 * (known_ratio - 1), (known_ratio, result.to_dict())
     assert estimate.verdict == "worse", result.to_dict()
+
+
+@pytest.mark.engine
+def test_a_known_gain_is_confirmed_with_its_size(bench: Workbench) -> None:
+    """The confirmation phase on the engine: the reference arm busy-waits longer in every step than the candidate
+    (both pause, so a pause's own side cost cancels), so the candidate is faster by a known amount. Screened
+    briefly, then confirmed on fresh step pairs: the right sign, and the confirmation CI covers the known gain."""
+    fast = {"step_delay": {"delay_ms": 1.0}}
+    pilot = interleaved_comparison(bench, fast, fast, budget_s=4, resolution=1e-6, seed=3)
+    step_s = sorted(a for a, _ in pilot.pairs)[len(pilot.pairs) // 2]
+    extra_s = 0.10 * step_s  # the slow arm waits ~10% of a step longer
+    slow = {"step_delay": {"delay_ms": 1.0 + extra_s * 1e3}}
+    screened = interleaved_comparison(bench, slow, fast, budget_s=8, resolution=1e-6, seed=4)
+    row = {
+        "number": 1,
+        "state": "COMPLETE",
+        "is_baseline": False,
+        "aa": False,
+        "feasible": True,
+        "engine": {},
+        "strategies": fast,
+        "ratios": {"output_tokens_per_s": step_ratio(screened, "output_tokens_per_s")},
+        "step_interleave": screened.to_dict(),
+    }
+    search = Experiment.model_validate(
+        {"name": "confirm", "search": {"space": {"step_delay": [False, True]}, "confirm": {"budget_s": 30, "looks": 2}}}
+    ).search
+    assert search is not None
+    measured: list[tuple[float, float, float, float]] = []
+
+    def measure(candidate: Candidate, done: int, wanted: int, left_s: float) -> list[tuple[float, float, float, float]]:
+        assert candidate.method == "steps"
+        pairs = step_pairs(bench, slow, fast, wanted=wanted, budget_s=left_s + 5, block_steps=16, seed=10 + done)
+        measured.extend(pairs)
+        return pairs
+
+    record = run_confirmation([row], search, measure, Console(quiet=True))
+    decision = record["decision"]
+    effect = decision["rows"][0]["confirmation"]
+    # The candidate's steps are the slow arm's minus the extra wait: its throughput gain is 1 + extra / its step.
+    used = measured[: effect["n"]]
+    known_gain = 1 + extra_s * sum(p[0] for p in used) / sum(p[1] for p in used)
+    print(f"confirmed {effect['ratio']:.4f} [{effect['ci_low']:.4f}, {effect['ci_high']:.4f}], known {known_gain:.4f}")
+    assert decision["winner"] == 1, decision
+    assert effect["ci_low"] <= known_gain <= effect["ci_high"], (known_gain, effect)

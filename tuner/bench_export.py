@@ -208,8 +208,10 @@ def _ratio_facts(summary: dict[str, Any], trial: dict[str, Any], ratio: dict[str
     facts = [verdict, f"this ratio: {ratio.get('verdict') or '-'}, paired over {ratio.get('n', '?')} pairs"]
     if trial.get("feasible") is False:
         facts.append("infeasible: breaks a constraint")
-    if trial["number"] in (summary.get("best") or []):
-        facts.append("a significant winner of this sweep")
+    if (summary.get("winner") or {}).get("confirmed") and summary["winner"]["trial"] == trial["number"]:
+        facts.append("the confirmed winner of this sweep")
+    elif trial["number"] in (summary.get("best") or []):
+        facts.append("a significant winner in screening" + (" (not confirmed)" if "confirmation" in summary else ""))
     return "\n".join(facts)
 
 

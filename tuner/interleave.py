@@ -133,6 +133,32 @@ def interleaved_comparison(
     return result
 
 
+def step_pairs(
+    bench: Workbench,
+    reference: dict[str, dict[str, Any]],
+    trial: dict[str, dict[str, Any]],
+    *,
+    wanted: int,
+    budget_s: float,
+    block_steps: int,
+    seed: int,
+) -> list[tuple[float, float, float, float]]:
+    """``wanted`` fresh step-level pairs (fewer when ``budget_s`` runs out) of ``trial`` against ``reference``, each
+    as (trial steps, their seconds, reference steps, their seconds): a confirmation look's ratio-of-sums data."""
+    result = interleaved_comparison(
+        bench,
+        reference,
+        trial,
+        block_steps=block_steps,
+        resolution=1.0,
+        budget_s=budget_s,
+        min_pairs=wanted,
+        target_pairs=wanted,
+        seed=seed,
+    )
+    return [(b[0], b[1], a[0], a[1]) for a, b in result.sums]
+
+
 def _drain(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [b for r in reports if r.get("interleave") for b in r["interleave"].get("blocks", [])]
 

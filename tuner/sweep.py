@@ -46,7 +46,7 @@ from tuner.engine import EngineError, EngineSession, open_session
 from tuner.engine_args import cli_flags
 from tuner.environment import environment_record
 from tuner.errors import UserError
-from tuner.interleave import interleaved_comparison, step_ratio
+from tuner.interleave import interleaved_comparison, step_pairs, step_ratio
 from tuner.measure import Workbench
 from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
 from tuner.pairing import Arms, measure_pairs, step_interleavable
@@ -428,18 +428,15 @@ class Sweep:
         metric = self.search.objectives[0].metric
         seed = self.search.seed + 7919 * (candidate.trial + 1)  # fresh pairs: not the screening's order
         if candidate.method == "steps":
-            result = interleaved_comparison(
+            return step_pairs(
                 bench,
                 {},
                 candidate.strategies,
-                block_steps=self.search.block_steps,
-                resolution=self.search.resolution,
+                wanted=wanted,
                 budget_s=left_s,
-                min_pairs=wanted,
-                target_pairs=wanted,
+                block_steps=self.search.block_steps,
                 seed=seed + done,
             )
-            return [(b[0], b[1], a[0], a[1]) for a, b in result.sums]
         size = max(wanted, 2)
         arms = measure_pairs(
             bench,
