@@ -246,5 +246,7 @@ def test_power_statement_for_the_default_step_budget() -> None:
     assert 0.0 < statement.sweep_power < 0.8  # selection among 20 costs power
     text = "\n".join(statement.lines())
     assert "min)" in text and "screening never names the winner" in text
+    short = power_statement(0.15, trials=3, screening_pairs=8, confirmation_pairs=8, pairs_per_minute=89.0)
+    assert "8 pairs per candidate (~5 s)" in "\n".join(short.lines())  # under a minute: seconds, not "~0 min"
     budget = power_statement(0.15, trials=20, screening_pairs=178, confirmation_pairs=300)
     assert budget.confirmation_mde > 0.02 and budget.sweep_power < statement.sweep_power

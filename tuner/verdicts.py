@@ -416,6 +416,8 @@ class PowerStatement:
         if not self.pairs_per_minute:
             return ""
         minutes = pairs / self.pairs_per_minute
+        if minutes < 1:
+            return f" (~{minutes * 60:.0f} s)"
         return f" (~{minutes:.0f} min)" if minutes < 120 else f" (~{minutes / 60:.1f} h)"
 
     def lines(self) -> list[str]:
