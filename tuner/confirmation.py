@@ -222,7 +222,8 @@ def _mde_spent(plan: ConfirmationPlan, looks: dict[int, list[RatioEstimate]]) ->
         return math.inf
     sd = math.sqrt(statistics.fmean(e.log_sd**2 for e in latest))
     design = plan.design
-    return mde(sd, min(e.n for e in latest), alpha=design.alpha, m=len(plan.candidates), power=design.power)
+    n = min(e.n for e in latest)
+    return mde(sd, n, alpha=design.alpha, m=len(plan.candidates), power=design.power, looks=design.looks)
 
 
 def screening_power(arms: dict[str, list[dict[str, float]]], search: Search, trials: int) -> dict[str, Any]:
