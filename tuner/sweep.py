@@ -423,7 +423,7 @@ class Sweep:
 
     def fresh_pairs(self, candidate: Candidate, done: int, wanted: int, left_s: float) -> list[Pair]:
         """``wanted`` fresh pairs of ``candidate`` against the baseline on the baseline engine (a confirmation
-        look), continuing its mirrored order after the ``done`` pairs already measured."""
+        look); runs continue their mirrored order after the ``done`` pairs already measured."""
         bench = self._workbench({})
         metric = self.search.objectives[0].metric
         seed = self.search.seed + 7919 * (candidate.trial + 1)  # fresh pairs: not the screening's order
