@@ -17,9 +17,10 @@ import enum
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, ClassVar, Literal
 
-from strategies.requirements import Requirement, admits, installed_root, source_version, unmet
+from strategies.requirements import Requirement, admits, forget_sources, installed_root, source_version, unmet
 
 
 class Role(enum.StrEnum):
@@ -84,6 +85,25 @@ class ProcessContext:
     counters: dict[str, int] = field(default_factory=dict)
 
 
+@cache
+def _source_check(requires: tuple[Requirement, ...], vllm_versions: str) -> Applicability:
+    """The installed vLLM against a strategy's declarations; the verdict is kept, the parsed sources are not."""
+    if not requires and not vllm_versions:
+        return Applicability(True)
+    root = installed_root()
+    if root is None:
+        return Applicability(False, "vLLM is not installed")
+    version = source_version(root)
+    if vllm_versions and (version is None or not admits(vllm_versions, version)):
+        release = f"vLLM {version}" if version else "a vLLM without vllm/_version.py"
+        return Applicability(False, f"{release} is outside the releases it supports ({vllm_versions})")
+    try:
+        problems = unmet(requires, root)
+    finally:
+        forget_sources()
+    return Applicability(not problems, problems[0] if problems else "")
+
+
 class Strategy(ABC):
     """Base class of host-side performance strategies.
 
@@ -112,17 +132,7 @@ class Strategy(ABC):
     def applicable(self) -> Applicability:
         """Check the installed vLLM against :attr:`vllm_versions` and :attr:`requires` before any engine starts,
         without importing it (extend to check the environment)."""
-        if not self.requires and not self.vllm_versions:
-            return Applicability(True)
-        root = installed_root()
-        if root is None:
-            return Applicability(False, "vLLM is not installed")
-        version = source_version(root)
-        if self.vllm_versions and (version is None or not admits(self.vllm_versions, version)):
-            release = f"vLLM {version}" if version else "a vLLM without vllm/_version.py"
-            return Applicability(False, f"{release} is outside the releases it supports ({self.vllm_versions})")
-        problems = unmet(self.requires, root)
-        return Applicability(not problems, problems[0] if problems else "")
+        return _source_check(self.requires, self.vllm_versions)
 
     def refuses(self, vllm_config: Any) -> str | None:
         """Why the strategy cannot act on the code path of an engine with this resolved ``VllmConfig`` (model

@@ -326,6 +326,14 @@ def _import_names(tree: ast.Module, module: str, function: str) -> tuple[set[str
     return modules, functions
 
 
+def forget_sources() -> None:
+    """Drop the parsed trees and file scans: they are large, and every object kept alive is work for the GC of the
+    process that checked (the tuner's front-end is the engine's front-end in offline and streaming modes)."""
+    _parse.cache_clear()
+    _files_containing.cache_clear()
+    _py_files.cache_clear()
+
+
 def unmet(requires: Iterable[Requirement], vllm_root: Path) -> list[str]:
     """The problem of every requirement ``vllm_root`` does not meet, in declaration order."""
     return [problem for requirement in requires if (problem := requirement.check(vllm_root))]

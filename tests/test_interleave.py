@@ -87,12 +87,16 @@ def bench(engine_session: EngineSession) -> Workbench:
 
 @pytest.fixture(scope="module")
 def aa_pairs(bench: Workbench) -> list[tuple[float, float]]:
-    """One long A/A interleave (identical arms) in short blocks, reused by the A/A tests."""
+    """One long A/A interleave (identical arms) in short blocks, reused by the A/A tests.
+
+    100 s: the per-pair SD of 8-step blocks was 0.13-0.15 in this session's runs (0.07 when the bound below was set),
+    and 60 s (171-211 pairs) then gave 99% CIs of about +-2.7%, too close to the +-3% tightness bound to pass reliably.
+    """
     result = interleaved_comparison(
-        bench, {}, {}, block_steps=8, budget_s=60, resolution=1e-6, min_pairs=10_000, seed=1
+        bench, {}, {}, block_steps=8, budget_s=100, resolution=1e-6, min_pairs=10_000, seed=1
     )
     print(f"A/A: {len(result.pairs)} pairs")
-    assert len(result.pairs) >= AA_COMPARISONS * AA_PAIRS_PER_COMPARISON, result.to_dict()  # 171-211 pairs here
+    assert len(result.pairs) >= AA_COMPARISONS * AA_PAIRS_PER_COMPARISON, result.to_dict()
     return result.pairs
 
 

@@ -68,15 +68,21 @@ def fresh_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     gc.set_threshold(*threshold)
 
 
+def _front_end_with_gc_threshold(monkeypatch: pytest.MonkeyPatch) -> plugin.ProcessState:
+    """The plugin registered with gc_threshold (8 per seq) and a front-end of max_num_seqs 16 ready."""
+    monkeypatch.setenv(ENV_VAR, encode_spec({"gc_threshold": {"gen0_per_seq": 8}}))
+    plugin.register()
+    state = plugin.state()
+    assert state is not None
+    state.on_ready(Role.FRONTEND, _Config(16), object())
+    return state
+
+
 def test_a_forked_child_drops_the_parents_state_and_starts_its_own(
     monkeypatch: pytest.MonkeyPatch, fresh_plugin: None
 ) -> None:
     native = gc.get_threshold()
-    monkeypatch.setenv(ENV_VAR, encode_spec({"gc_threshold": {"gen0_per_seq": 8}}))
-    plugin.register()
-    parent = plugin.state()
-    assert parent is not None
-    parent.on_ready(Role.FRONTEND, _Config(16), object())  # the first engine of a sweep: max_num_seqs 16
+    parent = _front_end_with_gc_threshold(monkeypatch)  # the first engine of a sweep: max_num_seqs 16
     assert gc.get_threshold()[0] == 700 + 8 * 16
     read, write = os.pipe()
     pid = os.fork()
@@ -106,11 +112,7 @@ def test_a_forked_child_drops_the_parents_state_and_starts_its_own(
 def test_a_second_engine_in_one_process_reapplies_with_its_own_config(
     monkeypatch: pytest.MonkeyPatch, fresh_plugin: None
 ) -> None:
-    monkeypatch.setenv(ENV_VAR, encode_spec({"gc_threshold": {"gen0_per_seq": 8}}))
-    plugin.register()
-    state = plugin.state()
-    assert state is not None
-    state.on_ready(Role.FRONTEND, _Config(16), object())
+    state = _front_end_with_gc_threshold(monkeypatch)
     state.on_ready(Role.FRONTEND, _Config(256), object())  # same spec, new engine: a sweep over max_num_seqs
     assert gc.get_threshold()[0] == 700 + 8 * 256
 
@@ -182,11 +184,7 @@ def test_a_strategy_whose_counters_did_not_move_is_not_active() -> None:
 def test_a_state_strategy_that_is_no_longer_in_force_stops_being_active(
     monkeypatch: pytest.MonkeyPatch, fresh_plugin: None
 ) -> None:
-    monkeypatch.setenv(ENV_VAR, encode_spec({"gc_threshold": {"gen0_per_seq": 8}}))
-    plugin.register()
-    state = plugin.state()
-    assert state is not None
-    state.on_ready(Role.FRONTEND, _Config(16), object())
+    state = _front_end_with_gc_threshold(monkeypatch)
     assert state.handle({"op": "reset"})["counters"]["gc_threshold"] == {"in_force": 1}
     gc.set_threshold(700)  # someone else (vLLM, a library) resets the threshold during the repetition
     report = state.handle({"op": "report"})

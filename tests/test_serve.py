@@ -6,6 +6,7 @@ Also an endpoint the tuner did not start (measured from outside), and SIGTERM wh
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ import yaml
 from tests.conftest import TINY_ENGINE, is_engine_core
 from tuner.config import Experiment, Sampling, Slo
 from tuner.engine import open_session
+from tuner.engine_args import cli_flags
 from tuner.measure import Workbench
 from tuner.metrics import RequestTiming, summarize
 from tuner.plugin import encode_spec
@@ -211,3 +213,9 @@ def test_sigterm_while_the_server_starts_stops_all_of_it(tmp_path: Path) -> None
     assert proc.returncode == 130, stderr[-3000:]
     assert "interrupted" in stderr and "Traceback" not in stderr.split("error:")[-1]
     assert new_strays(before) == set()
+
+
+def test_any_yaml_mapping_becomes_a_json_flag() -> None:
+    """Found by the loader fuzzer: mixed key types and dates used to raise inside json.dumps (a traceback)."""
+    flags = cli_flags({"hf_overrides": {"": None, 0: dt.date(2001, 1, 1)}})
+    assert flags == ["--hf-overrides", '{"": null, "0": "2001-01-01"}']

@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from strategies import Param
+from tuner import interrupts
 from tuner.cli_results import register as register_result_commands
 from tuner.errors import StudyIncomplete, UserError
 
@@ -67,6 +68,7 @@ def user_errors() -> Iterator[None]:
     except StudyIncomplete as exc:
         fail(str(exc), EXIT_INCOMPLETE)
     except KeyboardInterrupt:
+        interrupts.acknowledge()
         fail("interrupted", EXIT_INTERRUPTED)
 
 
@@ -147,8 +149,6 @@ def _describe_param(param: Param) -> str:
 def main() -> None:
     """Console-script entry point. SIGTERM is handled like Ctrl-C, in every phase (see :mod:`tuner.interrupts`):
     the trial in progress is recorded as interrupted, engines and servers are stopped, what finished is kept."""
-    from tuner import interrupts
-
     interrupts.install()
     app()
 

@@ -218,6 +218,7 @@ class EngineSession(ABC):
             self.kill()
             raise EngineError(f"the vLLM engine failed to start: {condense(exc)}") from exc
         except BaseException:  # Ctrl-C, SIGTERM
+            interrupts.acknowledge()  # the start is being abandoned: let the clean-up run
             self.processes = _children_since(wall)
             self.kill()
             raise

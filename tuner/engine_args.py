@@ -32,10 +32,10 @@ def cli_flags(args: dict[str, Any]) -> list[str]:
             continue
         if isinstance(value, bool):
             flags.append(name if value else "--no-" + key.replace("_", "-"))
-        elif isinstance(value, dict):
-            flags += [name, json.dumps(value, sort_keys=True)]
+        elif isinstance(value, dict):  # any YAML mapping: keys of mixed types, dates (str() of what JSON lacks)
+            flags += [name, json.dumps(value, default=str)]
         elif isinstance(value, list):
-            flags += [name, *(json.dumps(v) if isinstance(v, dict) else str(v) for v in value)]
+            flags += [name, *(json.dumps(v, default=str) if isinstance(v, dict) else str(v) for v in value)]
         else:
             flags += [name, str(value)]
     return flags

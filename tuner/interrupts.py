@@ -30,12 +30,16 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 ABORT_SIGNAL = signal.SIGUSR1  # carries interrupt_main's exception to the main thread
 REDELIVER_S = 0.05  # retry delay while the main thread is inside a hook or blocked in C
 WAKE_CHECK_S = 0.2  # how long the main thread may take to run a handler before the signal is re-sent
+STUCK_S = 1.0  # after the handler ran, this long on one instruction means the exception was lost in C
+NUDGE_FOR_S = 30.0  # give up re-sending after this long
 
 
 class _State:
     handled = 0  # handler invocations in the main thread
     pending: BaseException | None = None  # interrupt_main's exception, raised by the ABORT_SIGNAL handler
     sockets: tuple[socket.socket, socket.socket] | None = None  # the wake-up pair, while installed
+    deferred: tuple[FrameType, Any] | None = None  # the frame set to raise on its next line, and the prior tracer
+    acknowledged = False  # the command is ending because of the interrupt: no more re-sending
 
 
 def _hook_codes() -> set[CodeType]:
@@ -66,17 +70,26 @@ def _raise_when_back_in(frame: FrameType, exc: BaseException) -> None:
     A frame's trace function runs only while tracing is on, so a no-op global tracer is set until then; any tracer
     already installed (a debugger, coverage) is put back afterwards.
     """
+    _cancel_deferred()
     previous = sys.gettrace()
 
     def on_event(traced: FrameType, event: str, arg: object) -> Any:
         if traced is frame and event in ("line", "return", "exception"):
-            frame.f_trace = None
-            sys.settrace(previous)
+            _cancel_deferred()
             raise exc
         return on_event
 
     frame.f_trace = on_event
     sys.settrace(previous or (lambda *args: None))
+    _State.deferred = (frame, previous)
+
+
+def _cancel_deferred() -> None:
+    if _State.deferred is not None:
+        frame, previous = _State.deferred
+        frame.f_trace = None
+        sys.settrace(previous)
+        _State.deferred = None
 
 
 def _send_to_main(signum: int) -> None:
@@ -102,17 +115,45 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         exc = KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
     inside, caller = hook_position(frame)
     if not inside:
+        _cancel_deferred()
         raise exc
     if caller is not None:  # raising here would be printed and ignored: raise where the hook returns to
         _raise_when_back_in(caller, exc)
-        return
-    if signum == ABORT_SIGNAL:  # no Python frame to return to: try again shortly
+    # ... and in case that frame's next line is a long blocking call, deliver again shortly (then, outside the
+    # hook, the handler raises at once)
+    if signum == ABORT_SIGNAL:
         _State.pending = exc
     _later(signum)
 
 
+def _main_position() -> tuple[int, int] | None:
+    """Where the main thread is: its innermost frame's code and instruction (constant while it waits in C)."""
+    ident = threading.main_thread().ident
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    return (id(frame.f_code), frame.f_lasti) if frame is not None else None
+
+
+def _nudge(signum: int) -> None:
+    """Re-send ``signum`` to the main thread until the interrupt is acknowledged: while the handler has not run
+    (the main thread waits in C), and while, after it ran, the main thread stays on one instruction (a C call that
+    dropped the exception: pyzmq's poll replaces it with ``InterruptedSystemCall`` and polls on)."""
+    handled, last, still = _State.handled, _main_position(), 0
+    for _ in range(int(NUDGE_FOR_S / WAKE_CHECK_S)):
+        threading.Event().wait(WAKE_CHECK_S)
+        if _State.acknowledged:
+            return
+        if _State.handled == handled:
+            _send_to_main(signum)
+            continue
+        position = _main_position()
+        still = still + 1 if position == last else 0
+        last = position
+        if still * WAKE_CHECK_S >= STUCK_S:
+            _send_to_main(signum)
+            still = 0
+
+
 def _watch(wakeup: socket.socket) -> None:
-    """Re-send each signal to the main thread until its handler has run (it may sit in a long C call)."""
     while True:
         try:
             data = wakeup.recv(64)
@@ -120,12 +161,13 @@ def _watch(wakeup: socket.socket) -> None:
             return
         if not data:
             return
-        handled = _State.handled
-        for _ in range(50):  # at most ~10 s of nudging per burst of signals
-            threading.Event().wait(WAKE_CHECK_S)
-            if _State.handled != handled:
-                break
-            _send_to_main(data[-1])
+        if data[-1] in {int(s) for s in SIGNALS}:
+            _nudge(data[-1])
+
+
+def acknowledge() -> None:
+    """The interrupt reached the code that ends the command: stop re-sending it (clean-up runs undisturbed)."""
+    _State.acknowledged = True
 
 
 def install() -> None:

@@ -62,11 +62,10 @@ class ProcessState:
         self.probe.install()
         for name in self.installable:
             try:
-                strategy = get_strategy(name)
-                verdict = strategy.applicable()  # the installed vLLM's sources, checked before patching them
-                if not verdict.ok:
-                    raise RuntimeError(f"does not apply to the installed vLLM: {verdict.reason}")
-                strategy.install()
+                # No source check here: parsing vLLM's sources in every engine process would leave garbage for
+                # the GC it measures. The tuner checks before any engine starts; a patch that does not fit fails
+                # its own install, and the error is reported.
+                get_strategy(name).install()
             except Exception as exc:
                 self.errors[name] = f"install failed: {exc}"
                 logger.error("tuner: strategy %s could not be installed: %s", name, exc)

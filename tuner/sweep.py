@@ -230,9 +230,19 @@ def trial_config(trial: optuna.Trial, search: Search, *, aa: bool) -> TrialConfi
     """What ``trial`` runs. The baseline is vLLM as installed, whatever the space allows (e.g. a strategy fixed on):
     its params were enqueued for the record and are not asked from the space, whose choices may not include them.
     A/A trials run the baseline too."""
-    if aa or trial.user_attrs.get(BASELINE_ATTR):
+    if aa:
+        return TrialConfig(strategies={}, engine={})
+    if trial.user_attrs.get(BASELINE_ATTR):
+        if _baseline_fits(search.space):  # its params on record, for Optuna's samplers and importance
+            suggest(trial, search.space)
         return TrialConfig(strategies={}, engine={})
     return config_from_params(suggest(trial, search.space))
+
+
+def _baseline_fits(space: dict[str, Any]) -> bool:
+    """Whether the baseline's params (every toggle off; engine values are checked at load) are choices of the
+    space, so that Optuna accepts them."""
+    return all(False in spec for key, spec in space.items() if split_key(key)[1] is None and isinstance(spec, list))
 
 
 class Sweep:
