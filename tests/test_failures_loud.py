@@ -18,6 +18,7 @@ import sys
 import textwrap
 import time
 import urllib.parse
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -320,8 +321,8 @@ def test_aa_covers_the_step_level_method_too(
     )
     study = open_study(experiment, f"sqlite:///{tmp_path / 'aa.db'}", resume=False, study_name="aa")
     enqueue_missing(study, experiment, aa=True)
-    sweep = Sweep(experiment, study, Console(quiet=True), aa=True)
-    sweep.run(2)
+    with closing(Sweep(experiment, study, Console(quiet=True), aa=True)) as sweep:
+        sweep.run(2)
     summary = summarize_study(study, experiment, sweep)
     assert summary["incomplete"] == []
     assert set(summary["aa"]) == {"runs", "steps"}

@@ -10,6 +10,7 @@ import random
 import sqlite3
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,7 @@ def test_engine_kills_lose_no_finished_trial_and_leave_no_process(tmp_path: Path
     finally:
         stop.set()
         thread.join(timeout=30)
+        sweep.close()
     trials = study.get_trials()
     assert len(trials) == 10 and len(kills) >= 1
     complete = {t.number for t in trials if t.state == optuna.trial.TrialState.COMPLETE}
@@ -136,8 +138,8 @@ def test_a_trial_over_its_time_limit_is_failed_and_the_study_goes_on(tmp_path: P
         },
     )
     study = open_study(exp, f"sqlite:///{tmp_path / 'slow.db'}", resume=False, study_name="slow")
-    sweep = Sweep(exp, study, Console(quiet=True))
-    sweep.run(enqueue_missing(study, exp, aa=False))
+    with closing(Sweep(exp, study, Console(quiet=True))) as sweep:
+        sweep.run(enqueue_missing(study, exp, aa=False))
     by_delay = {bool(t.user_attrs.get("strategies")): t for t in study.get_trials()}
     assert by_delay[False].state == optuna.trial.TrialState.COMPLETE
     slow = by_delay[True]
