@@ -1,16 +1,21 @@
 """In-engine A/B measurement (the EngineCore side): alternate two strategy sets every K engine steps.
 
-Blocks of ``block_steps`` model-executing steps come in pairs in mirrored order (AB BA AB ..., the first drawn
-at random; :func:`tuner.stats.mirrored_order`): both blocks of a pair follow the same arm, so residue an arm
-leaves behind (garbage, caches) hits both alike and cancels. At every
-block end a gen0 collection settles the garbage the ending block deferred, and its time is charged to that
-block. Per step it records the wall time, the running requests, the scheduled tokens and the GC time; the
-front-end (:mod:`tuner.interleave`) drains complete pairs and does the statistics.
+Blocks of model-executing steps come in pairs in mirrored order (AB BA AB ..., the first drawn at random;
+:func:`tuner.stats.mirrored_order`): both blocks of a pair follow the same arm, so residue an arm leaves behind
+(garbage, caches) hits both alike and cancels. Mirrored order repeats every four blocks, and an offline batch
+has a fixed number of steps whose cost grows with the context: with fixed-length blocks an arm can sit at the
+same phase of every batch (16 prompts x 160 tokens is exactly five such periods of 8-step blocks, and an A/A
+then drifted from 1). So each pair draws its block length at random around ``block_steps`` (both blocks of a
+pair alike), which spreads the arms over all phases. At every block end a gen0 collection settles the garbage
+the ending block deferred, and its time is charged to that block. Per step it records the wall time, the
+running requests, the scheduled tokens and the GC time; the front-end (:mod:`tuner.interleave`) drains complete
+pairs and does the statistics.
 """
 
 from __future__ import annotations
 
 import gc
+import random
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,6 +35,7 @@ class StepInterleaver:
         self.arms = arms  # {"A": strategy set, "B": strategy set}
         self.block_steps = block_steps
         self.seed = seed
+        self._lengths = random.Random(seed)
         self.blocks: list[dict[str, Any]] = []
         self.pair = 0
         self._new_pair()
@@ -46,6 +52,7 @@ class StepInterleaver:
 
         trial_first = mirrored_order(self.pair + 1, seed=self.seed)[-1]
         self.order = ["B", "A"] if trial_first else ["A", "B"]
+        self.length = pair_block_length(self.block_steps, self._lengths)
         self.position = 0
         self._open_block()
 
@@ -79,7 +86,7 @@ class StepInterleaver:
         block["running"].append(running)
         block["tokens"].append(tokens)
         block["gc_s"].append(sum(self.state.probe.seconds) - gc_before)
-        if len(block["dt"]) >= self.block_steps:
+        if len(block["dt"]) >= self.length:
             self._close_block()
         return result
 
@@ -100,3 +107,9 @@ class StepInterleaver:
         complete = [b for b in self.blocks if b["pair"] < self.pair]
         self.blocks = [b for b in self.blocks if b["pair"] >= self.pair]
         return {"blocks": complete, "block_steps": self.block_steps}
+
+
+def pair_block_length(block_steps: int, rng: random.Random) -> int:
+    """A pair's block length: uniform on [block_steps / 2, 3 * block_steps / 2] (mean ``block_steps``), at least 2."""
+    low = max(2, (block_steps + 1) // 2)
+    return rng.randint(low, max(low, block_steps + block_steps // 2))
