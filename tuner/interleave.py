@@ -165,8 +165,7 @@ def _drain(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _estimate(blocks: list[dict[str, Any]], block_steps: int, resolution: float) -> InterleaveResult:
     size = comparable_batch_size(blocks)
-    # Blocks are drawn 1/2 to 3/2 of block_steps long; a block counts with half its shortest length comparable.
-    sums = pair_sums(blocks, size, max(2, block_steps // 4)) if size else []
+    sums = pair_sums(blocks, size, max(2, block_steps // 2)) if size else []
     estimate = None
     if len(sums) >= 2:
         estimate = paired_ratio_of_sums(
