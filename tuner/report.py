@@ -226,6 +226,7 @@ def metric_unit(metric: str) -> str:
     exact = {
         "slo_attainment": "fraction",
         "gc_share_max": "fraction",
+        "gc_critical_share_max": "fraction",
         "peak_rss_mb": "MiB",
         "completed": "requests",
         "failed": "requests",

@@ -63,6 +63,7 @@ from tuner.search_space import (
     suggest,
 )
 from tuner.stats import unpaired_ratio
+from tuner.tail import tail_record
 from tuner.verdicts import slo
 
 SWEEP_SCHEMA = "tuner.sweep/1"
@@ -421,6 +422,7 @@ class Sweep:
         trial.set_user_attr("switch_s", arms.switch_s)
         trial.set_user_attr("token_ids_match", arms.token_ids_match)
         trial.set_user_attr("telemetry", _compact(arms.telemetry))
+        trial.set_user_attr("tail", tail_record(arms.tails))
         return [values[o.metric] for o in self.search.objectives]
 
     def _anchor(self, arms: Arms) -> dict[str, float]:
