@@ -649,6 +649,7 @@ def _trial_row(
         "token_ids_match": attrs.get("token_ids_match"),
         "repetitions": [{"metrics": m} for m in attrs.get("arms", {}).get("trial", [])],
         "telemetry": attrs.get("telemetry", []),
+        "tail": attrs.get("tail"),
         "failure": attrs.get("failure"),
         "worker": attrs.get(WORKER_ATTR),
         "step_interleave": attrs.get("step_interleave"),
