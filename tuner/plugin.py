@@ -59,6 +59,7 @@ class ProcessState:
         self.errors: dict[str, str] = {}
         self.probe = GcProbe()
         self.steps = IntervalRing()  # EngineCore's engine steps (tag: scheduled tokens), for the tail-latency join
+        self.telemetry = True  # GC timing and step intervals; off only to measure what they cost
         self.interleaver = StepInterleaver(self)
 
     def install(self) -> None:
@@ -174,11 +175,14 @@ class ProcessState:
         }
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Serve one control request: ``{"op": "report"|"reset"|"switch"|"interleave_*", ...}``."""
+        """Serve one control request: ``{"op": "report"|"reset"|"switch"|"telemetry"|"interleave_*", ...}``."""
         op = request.get("op")
         interleave = None
         if op == "switch":
             self.switch(request["strategies"])
+        elif op == "telemetry":  # the observer-cost benchmark: the same engine with and without the GC timers
+            self.telemetry = bool(request["enabled"])
+            (self.probe.install if self.telemetry else self.probe.uninstall)()
         elif op in {"interleave_start", "interleave_drain", "interleave_stop"}:
             interleave = self._interleave(op, request)
         elif op == "reset":
@@ -354,7 +358,8 @@ def _wrap_steps(engine_core_cls: type) -> None:
                 return _original(self, *args, **kwargs)
             started = time.monotonic()
             result = _state.interleaver.around_step(self, lambda: _original(self, *args, **kwargs))
-            _state.steps.add(started, time.monotonic(), int(getattr(self.scheduler, "_tuner_scheduled_tokens", 0)))
+            if _state.telemetry:
+                _state.steps.add(started, time.monotonic(), int(getattr(self.scheduler, "_tuner_scheduled_tokens", 0)))
             return result
 
         stepped._tuner_hooked = True  # type: ignore[attr-defined]
