@@ -24,6 +24,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
+from tuner.gc_probe import tag_hidden
+
 DPI = 110
 VERDICT_COLORS = {
     "better": "#2a9d3f",
@@ -384,7 +386,7 @@ def timeline(path: Path, window: Mapping[str, Any], *, title: str) -> Path:
     ax.broken_barh(steps, (y["EngineCore steps"] - 0.4, 0.8), facecolors=SERIES_COLORS[0], edgecolor="white", lw=0.3)
     for name, rows in pauses.items():
         for start, end, tag in rows:
-            hidden = tag >= 4
+            hidden = tag_hidden(int(tag))
             ax.broken_barh(
                 [(start * 1e3, max((end - start) * 1e3, 0.05))],
                 (y[f"{name} GC"] - 0.4, 0.8),

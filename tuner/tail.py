@@ -63,7 +63,8 @@ def _intervals(record: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray, n
 def _pause_groups(process: dict[str, Any]) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(label, starts, ends) per generation and class of one process's pauses, plus all its critical ones."""
     start, end, tag = _intervals(process["gc"].get("pauses"))
-    groups = [("GC critical, any gen", start[tag < 4], end[tag < 4])]
+    critical = np.array([not tag_hidden(t) for t in tag], dtype=bool)
+    groups = [("GC critical, any gen", start[critical], end[critical])]
     for hidden in (False, True):
         for generation in range(3):
             keep = np.array([tag_generation(t) == generation and tag_hidden(t) == hidden for t in tag], dtype=bool)
