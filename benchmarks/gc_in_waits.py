@@ -1,6 +1,6 @@
 """gc_in_waits against vLLM's native GC on one GC-heavy CPU engine, side by side, in one run.
 
-    python benchmarks/gc_in_waits.py [--pairs 8] [--out results/reference/gc-in-waits-cpu.json]
+    python -m benchmarks.gc_in_waits [--pairs 8] [--out results/reference/gc-in-waits-cpu.json]
 
 Both arms run with ``gc_freeze: false`` (upstream's freeze undone, so EngineCore's whole heap is traversed by its
 old-generation collections) and a raised ``max_num_seqs``: the GC-heavy setting. Pairs of repetitions in mirrored
@@ -18,66 +18,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tuner.config import Experiment
-from tuner.engine import open_session
+from benchmarks.paired import ENGINE, paired_runs, throughput_ratio, workbench
 from tuner.environment import environment_record
-from tuner.measure import Workbench
-from tuner.plugin import encode_spec
 from tuner.results import write_json
-from tuner.stats import mirrored_order, paired_ratio_of_sums
 
-ENGINE = {
-    "model": "builtin:opt-tiny",
-    "max_num_seqs": 128,
-    "max_model_len": 512,
-    "enforce_eager": True,
-    "kv_cache_memory_bytes": 256 << 20,
-    "dtype": "float32",
-}
 UNFROZEN = {"gc_freeze": {"enabled": False}}
 ARMS = {"native": UNFROZEN, "gc_in_waits": {**UNFROZEN, "gc_in_waits": {}}}
-
-
-def workbench(engine: dict[str, Any], install: list[str]) -> Workbench:
-    """A started engine with ``install`` switchable, warmed up on the benchmark's workload."""
-    experiment = Experiment.model_validate(
-        {
-            "name": "gc-in-waits-bench",
-            "engine": engine,
-            "workload": {
-                "num_prompts": 2 * engine["max_num_seqs"],
-                "input_len": {"dist": "fixed", "value": 16},
-                "output_len": {"dist": "uniform", "low": 48, "high": 96},
-            },
-            "measure": {"warmup_prompts": 16},
-        }
-    )
-    bench = Workbench(open_session(engine, encode_spec({}, install), streaming=False), experiment)
-    bench.warm_up()
-    return bench
-
-
-def paired_runs(bench: Workbench, arms: dict[str, dict[str, Any]], pairs: int) -> dict[str, list[dict[str, Any]]]:
-    """``pairs`` repetitions of each arm, in mirrored order; the repetitions per arm in order."""
-    first, second = arms
-    runs: dict[str, list[dict[str, Any]]] = {first: [], second: []}
-    for flip in mirrored_order(pairs, seed=0):
-        for arm in (second, first) if flip else (first, second):
-            bench.switch(arms[arm])
-            rep = bench.repetition(label=arm)
-            rep.pop("token_ids")
-            runs[arm].append(rep)
-    return runs
-
-
-def throughput_ratio(runs: dict[str, list[dict[str, Any]]], trial: str, reference: str) -> dict[str, Any]:
-    """The paired ratio of sums of output tokens over wall time, trial / reference, with its 95% CI."""
-
-    def amounts(arm: str) -> tuple[list[float], list[float]]:
-        return [r["metrics"]["output_tokens"] for r in runs[arm]], [r["metrics"]["wall_s"] for r in runs[arm]]
-
-    estimate = paired_ratio_of_sums(*amounts(trial), *amounts(reference))
-    return {"ratio": estimate.ratio, "ci": [estimate.ci_low, estimate.ci_high], "p": estimate.p_value, "n": estimate.n}
 
 
 def arm_summary(reps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -137,7 +83,7 @@ def main() -> None:
     engine = {**ENGINE, "max_num_seqs": args.max_num_seqs}
     bench = workbench(engine, ["gc_freeze", "gc_in_waits"])
     try:
-        runs = paired_runs(bench, ARMS, args.pairs)
+        runs = paired_runs(bench, ("native", "gc_in_waits"), lambda arm: bench.switch(ARMS[arm]), args.pairs)
     finally:
         bench.session.close()
     summaries = {arm: arm_summary(reps) for arm, reps in runs.items()}

@@ -22,7 +22,7 @@ ENGINE = {
 
 
 def workbench(engine: dict[str, Any], install: list[str]) -> Workbench:
-    """A started engine with ``install`` switchable, warmed up on a decode-heavy workload of 2 x max_num_seqs."""
+    """A started engine with ``install`` switchable, warmed up once on its decode-heavy workload (2 x max_num_seqs)."""
     experiment = Experiment.model_validate(
         {
             "name": "paired-bench",
@@ -32,7 +32,7 @@ def workbench(engine: dict[str, Any], install: list[str]) -> Workbench:
                 "input_len": {"dist": "fixed", "value": 16},
                 "output_len": {"dist": "uniform", "low": 48, "high": 96},
             },
-            "measure": {"warmup_prompts": 16},
+            "measure": {"warmup_prompts": 2 * engine["max_num_seqs"]},  # the allocators settle before measuring
         }
     )
     bench = Workbench(open_session(engine, encode_spec({}, install), streaming=False), experiment)

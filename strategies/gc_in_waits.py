@@ -6,8 +6,10 @@ that runs there costs no latency (as long as it ends before what is awaited arri
 threshold to a hard ceiling, so automatic collection is effectively off, and at each wait entry runs
 ``gc.collect(generation)`` once gen0's allocation count (``gc.get_count()[0]``, allocations minus deallocations
 of tracked objects since the last collection) has reached ``min_count``. The generation follows CPython's own
-escalation (gen1 after ``threshold[1]`` young collections, gen2 after ``threshold[2]`` gen1 ones), capped at
-``max_generation``. The ceiling is the safety valve: past it CPython collects at once, wherever the process is, so
+escalation, capped at ``max_generation``: gen1 after ``threshold[1]`` young collections; gen2 after
+``threshold[2]`` gen1 ones *and* once the objects promoted into gen2 since the last full collection exceed a quarter
+of those it kept (CPython's rule against quadratic full collections; without it an unfrozen heap is traversed
+every few steps). The ceiling is the safety valve: past it CPython collects at once, wherever the process is, so
 memory stays bounded even if no wait comes.
 """
 
@@ -56,6 +58,8 @@ class GcInWaits(Strategy):
         self._applied: tuple[int, int, int] | None = None
         self.min_count = 700
         self.max_generation = 2
+        self._long_lived: int | None = None  # objects in gen2 after the last full collection (counted in a wait)
+        self._promoted = 0  # objects promoted into gen2 since then
 
     def refuses(self, vllm_config: Any) -> str | None:
         backend = vllm_config.parallel_config.distributed_executor_backend
@@ -87,6 +91,7 @@ class GcInWaits(Strategy):
         self.max_generation = params["max_generation"]
         self._applied = (ceiling, gen1, gen2)
         gc.set_threshold(*self._applied)
+        self._long_lived, self._promoted = None, 0
         if self._at_wait not in wait_points.on_wait:
             wait_points.on_wait.append(self._at_wait)
 
@@ -97,9 +102,17 @@ class GcInWaits(Strategy):
         if young < self.min_count:
             return
         _, gen1, gen2 = self._applied or gc.get_threshold()
-        generation = 2 if gen1_runs > gen2 else 1 if gen0_runs > gen1 else 0
-        generation = min(generation, self.max_generation)
-        gc.collect(generation)
+        if gen1_runs > gen2 and self._long_lived is None:
+            self._long_lived = len(gc.get_objects(2))  # O(heap), so only here: in a wait, when it matters
+        full = gen1_runs > gen2 and self._promoted > (self._long_lived or 0) // 4
+        generation = min(2 if full else 1 if gen0_runs > gen1 else 0, self.max_generation)
+        if generation == 1:  # the survivors of gens 0 and 1 move to gen2
+            young_and_middle = len(gc.get_objects(0)) + len(gc.get_objects(1))
+            self._promoted += max(0, young_and_middle - gc.collect(1))
+        else:
+            gc.collect(generation)
+        if generation == 2:
+            self._long_lived, self._promoted = None, 0
         self.count(f"collected_gen{generation}")
 
     def verify(self, ctx: ProcessContext) -> str | None:

@@ -78,6 +78,25 @@ def test_the_generation_escalates_as_cpython_would_and_is_capped(strategy: GcInW
     assert "collected_gen2" not in strategy.counters
 
 
+def test_no_full_collection_until_a_quarter_of_the_old_heap_was_promoted(strategy: GcInWaits) -> None:
+    old = [[] for _ in range(200_000)]  # a large long-lived heap
+    gc.collect()
+    strategy.apply(ProcessContext(Role.ENGINE_CORE, vllm_config=config()), strategy.resolve_params({"min_count": 1}))
+    survivors = []
+    for _ in range(300):  # young garbage, and a little that survives into gen2
+        survivors.append([[] for _ in range(20)])
+        with wait_points.waiting():
+            pass
+    assert strategy.counters["collected_gen1"] > 10 and "collected_gen2" not in strategy.counters
+    per_wait = len(gc.get_objects(2)) // 400 + 1  # a quarter of the old heap (of this process) in 100 waits
+    for _ in range(300):  # now promote more than that
+        survivors.append([[] for _ in range(per_wait)])
+        with wait_points.waiting():
+            pass
+    assert strategy.counters["collected_gen2"] >= 1
+    del old, survivors
+
+
 @pytest.mark.parametrize(
     ("backend", "async_scheduling", "refused"),
     [
