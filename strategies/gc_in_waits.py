@@ -6,11 +6,11 @@ that runs there costs no latency (as long as it ends before what is awaited arri
 threshold to a hard ceiling, so automatic collection is effectively off, and at each wait entry runs
 ``gc.collect(generation)`` once gen0's allocation count (``gc.get_count()[0]``, allocations minus deallocations
 of tracked objects since the last collection) has reached ``min_count``. The generation follows CPython's own
-escalation, capped at ``max_generation``: gen1 after ``threshold[1]`` young collections; gen2 after
+escalation, raised to ``min_generation``: gen1 after ``threshold[1]`` young collections; gen2 after
 ``threshold[2]`` gen1 ones *and* once the objects promoted into gen2 since the last full collection exceed a quarter
 of those it kept (CPython's rule against quadratic full collections; without it an unfrozen heap is traversed
-every few steps). The ceiling is the safety valve: past it CPython collects at once, wherever the process is, so
-memory stays bounded even if no wait comes.
+every few steps). A due collection always runs, however old its generation. The ceiling is the safety valve: past
+it CPython collects at once, wherever the process is, so memory stays bounded even if no wait comes.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ class GcInWaits(Strategy):
     description = "Collect garbage inside the waits for the worker or the device; automatic GC only past a ceiling."
     params = (
         Param("min_count", "int", 700, low=1, high=10_000_000, help="collect in a wait once gen0 counts this many"),
-        Param("max_generation", "int", 2, low=0, high=2, help="oldest generation collected in a wait"),
+        Param(
+            "min_generation", "int", 0, low=0, high=2, help="youngest generation a wait collects (0: CPython's choice)"
+        ),
         Param(
             "ceiling_per_seq",
             "int",
@@ -57,7 +59,7 @@ class GcInWaits(Strategy):
         self._saved: tuple[int, int, int] | None = None
         self._applied: tuple[int, int, int] | None = None
         self.min_count = 700
-        self.max_generation = 2
+        self.min_generation = 0
         self._long_lived: int | None = None  # objects in gen2 after the last full collection (counted in a wait)
         self._promoted = 0  # objects promoted into gen2 since then
 
@@ -88,7 +90,7 @@ class GcInWaits(Strategy):
         _, gen1, gen2 = self._saved
         ceiling = params["ceiling_per_seq"] * int(ctx.vllm_config.scheduler_config.max_num_seqs)
         self.min_count = min(params["min_count"], ceiling)
-        self.max_generation = params["max_generation"]
+        self.min_generation = params["min_generation"]
         self._applied = (ceiling, gen1, gen2)
         gc.set_threshold(*self._applied)
         self._long_lived, self._promoted = None, 0
@@ -105,7 +107,7 @@ class GcInWaits(Strategy):
         if gen1_runs > gen2 and self._long_lived is None:
             self._long_lived = len(gc.get_objects(2))  # O(heap), so only here: in a wait, when it matters
         full = gen1_runs > gen2 and self._promoted > (self._long_lived or 0) // 4
-        generation = min(2 if full else 1 if gen0_runs > gen1 else 0, self.max_generation)
+        generation = max(2 if full else 1 if gen0_runs > gen1 else 0, self.min_generation)
         if generation == 1:  # the survivors of gens 0 and 1 move to gen2
             young_and_middle = len(gc.get_objects(0)) + len(gc.get_objects(1))
             self._promoted += max(0, young_and_middle - gc.collect(1))
