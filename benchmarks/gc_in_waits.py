@@ -32,7 +32,7 @@ def arm_summary(reps: list[dict[str, Any]]) -> dict[str, Any]:
     for name in [p["process_name"] for p in reps[0]["processes"]]:
         gcs = [next(p["gc"] for p in r["processes"] if p["process_name"] == name) for r in reps]
         row: dict[str, Any] = {}
-        for kind in ("critical", "hidden"):
+        for kind in ("critical", "hidden", "overran"):
             row[kind] = {
                 "collections": [sum(g[kind]["collections"][i] for g in gcs) for i in range(3)],
                 "seconds": sum(g[kind]["total_s"] for g in gcs),
@@ -54,7 +54,17 @@ def arm_summary(reps: list[dict[str, Any]]) -> dict[str, Any]:
 
 def side_by_side(summaries: dict[str, dict[str, Any]]) -> Table:
     table = Table(title="GC per process, summed over each arm's repetitions")
-    for column in ("arm", "process", "critical n (g0/1/2)", "critical s", "critical max ms", "hidden n", "hidden s"):
+    columns = (
+        "arm",
+        "process",
+        "critical n (g0/1/2)",
+        "critical s",
+        "critical max ms",
+        "hidden n",
+        "hidden s",
+        "overran n",
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column in {"arm", "process"} else "right")
     table.add_column("RSS first->last MiB", justify="right")
     for arm, summary in summaries.items():
@@ -68,6 +78,7 @@ def side_by_side(summaries: dict[str, dict[str, Any]]) -> Table:
                 f"{critical['max_pause_ms']:.2f}",
                 str(sum(hidden["collections"])),
                 f"{hidden['seconds']:.4f}",
+                str(sum(row["overran"]["collections"])),
                 f"{row['rss_mb'][0]:.0f} -> {row['rss_mb'][1]:.0f} ({row['rss_growth']:+.1%})",
             )
     return table

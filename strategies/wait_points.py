@@ -10,12 +10,15 @@ A thread is *in a wait* from the moment it enters one of these points until what
 
 The GC probe asks :func:`in_wait` from its ``gc.callbacks`` hook to call a collection *hidden* (it ran on a thread
 that was blocked anyway) or *critical*; :data:`on_wait` callbacks run at each wait entry (``gc_in_waits``
-collects there). This module imports vLLM only in :func:`install`.
+collects there). A hidden pause after which the wait returned at once (within :data:`OVERRUN_GAP_S`) probably
+outlasted what it waited for, so part of it was on the critical path: :data:`on_overrun` callbacks hear of it.
+This module imports vLLM only in :func:`install`.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,9 +35,19 @@ REQUIRES: tuple[Requirement, ...] = (
 )
 """The wait points on every supported release (checked statically like a strategy's requirements)."""
 
+OVERRUN_GAP_S = 50e-6  # a wait that returns this soon after a pause did not block after it
+
 _depth: dict[int, int] = {}  # thread ident -> nesting depth of the waits it is in
+_pause_end: dict[int, float] = {}  # thread ident -> end of the last hidden pause in its current wait
 on_wait: list[Callable[[], None]] = []
 """Called (no arguments) on the waiting thread as it enters a wait, before it blocks."""
+on_overrun: list[Callable[[], None]] = []
+"""Called on the waiting thread when its wait returns at once after a hidden pause (the pause probably overran)."""
+
+
+def pause_ended(end: float) -> None:
+    """The GC probe: a hidden pause of the calling thread ended at ``end`` (``time.monotonic``)."""
+    _pause_end[threading.get_ident()] = end
 
 
 def in_wait() -> bool:
@@ -54,6 +67,10 @@ class waiting:
             callback()
 
     def __exit__(self, *exc: object) -> None:
+        end = _pause_end.pop(self._ident, None)
+        if end is not None and time.monotonic() - end < OVERRUN_GAP_S:
+            for callback in on_overrun:
+                callback()
         left = _depth[self._ident] - 1
         if left:
             _depth[self._ident] = left

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -54,6 +55,17 @@ def test_a_collection_on_another_thread_while_this_one_waits_is_critical(probe: 
         worker.join()
     snap = probe.snapshot()
     assert snap["critical"]["collections"] == [1, 0, 0] and snap["hidden"]["collections"] == [0, 0, 0]
+
+
+def test_a_hidden_pause_the_wait_outlasted_is_not_counted_as_overran_and_one_it_did_not_is(probe: GcProbe) -> None:
+    with wait_points.waiting():
+        gc.collect(0)
+        time.sleep(0.002)  # still blocked after the pause: it was fully hidden
+    with wait_points.waiting():
+        gc.collect(1)  # the wait returns right after: what it waited for came during the pause
+    snap = probe.snapshot()
+    assert snap["hidden"]["collections"] == [1, 1, 0]
+    assert snap["overran"]["collections"] == [0, 1, 0]
 
 
 def test_wait_callbacks_run_at_entry_inside_the_wait_and_nesting_unwinds() -> None:

@@ -6,7 +6,9 @@ new measurement window; ``snapshot()`` returns plain data for the window so far.
 
 Each pause is also classified: *hidden* when the thread that ran it was blocked at a wait point
 (:mod:`strategies.wait_points`: waiting for another process or the device, so the collection cost nothing), else
-*critical*; counts, seconds and the longest pause are kept per class and generation, and every pause's interval
+*critical*; *overran* counts the hidden pauses after which the wait returned at once (what it waited for had
+probably arrived during the pause, so part of it delayed the process). Counts, seconds and the longest pause are
+kept per class and generation, and every pause's interval
 (``time.monotonic``, the system-wide CLOCK_MONOTONIC) goes into a bounded ring for the tail-latency join.
 
 Peak memory is the window's own: on Linux ``reset()`` writes "5" to ``/proc/self/clear_refs``, which resets
@@ -27,7 +29,7 @@ from typing import Any
 
 import psutil
 
-from strategies.wait_points import in_wait
+from strategies import wait_points
 from tuner.intervals import IntervalRing
 
 CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -57,7 +59,7 @@ def vm_hwm_bytes() -> int | None:
 # Upper bucket edges of the pause histogram, in milliseconds (the last bucket is open-ended).
 PAUSE_EDGES_MS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 HIDDEN_TAG = 4  # an interval's tag: generation + HIDDEN_TAG when the pause was hidden
-KINDS = ("critical", "hidden")
+KINDS = ("critical", "hidden")  # "overran": the hidden pauses after which the wait returned at once
 
 
 def pause_tag(generation: int, hidden: bool) -> int:
@@ -104,6 +106,7 @@ class GcProbe:
     def __init__(self) -> None:
         self._started_at: float | None = None
         self._hidden = False
+        self._last_hidden = (0, 0.0)
         self._installed = False
         self.pauses = IntervalRing()
         self.reset()
@@ -111,12 +114,17 @@ class GcProbe:
     def install(self) -> None:
         if not self._installed:
             gc.callbacks.append(self._callback)
+            wait_points.on_overrun.append(self._overran)
             self._installed = True
 
     def uninstall(self) -> None:
         if self._installed:
             gc.callbacks.remove(self._callback)
+            wait_points.on_overrun.remove(self._overran)
             self._installed = False
+
+    def _overran(self) -> None:
+        self.classes["overran"].add(*self._last_hidden)
 
     def reset(self) -> None:
         self.window_start = time.monotonic()
@@ -125,13 +133,13 @@ class GcProbe:
         self.collected = 0
         self.max_pause_s = 0.0
         self.histogram = [0] * (len(PAUSE_EDGES_MS) + 1)
-        self.classes = {kind: PauseClass() for kind in KINDS}
+        self.classes = {kind: PauseClass() for kind in (*KINDS, "overran")}
         self.pauses.clear()
         self.windowed_peak = reset_peak_rss()
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._hidden = in_wait()
+            self._hidden = wait_points.in_wait()
             self._started_at = time.monotonic()
             return
         if self._started_at is None:
@@ -141,6 +149,9 @@ class GcProbe:
         pause = ended - started
         generation = min(int(info.get("generation", 0)), 2)
         self.classes[KINDS[self._hidden]].add(generation, pause)
+        if self._hidden:
+            self._last_hidden = (generation, pause)
+            wait_points.pause_ended(ended)
         self.pauses.add(started, ended, pause_tag(generation, self._hidden))
         self.collections[generation] += 1
         self.seconds[generation] += pause

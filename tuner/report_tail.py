@@ -30,7 +30,9 @@ def critical_rows(label: str, process_lists: Iterable[list[dict[str, Any]]]) -> 
                 continue  # telemetry from before the classification
             name = str(proc.get("process_name"))
             walls[name] = walls.get(name, 0.0) + float(gc["window_s"])
-            for kind in ("critical", "hidden"):
+            for kind in ("critical", "hidden", "overran"):
+                if kind not in gc:
+                    continue
                 into = sums.setdefault((name, kind), {"n": [0, 0, 0], "s": 0.0, "max": 0.0})
                 into["n"] = [a + b for a, b in zip(into["n"], gc[kind]["collections"], strict=True)]
                 into["s"] += gc[kind]["total_s"]
@@ -79,7 +81,8 @@ def tail_sections(
     doc.p(
         "A pause is *hidden* when the thread that ran it was blocked at a wait point (EngineCore waiting for its "
         "workers or the device, a worker for its next command, the offline front-end for engine output), else "
-        "*critical*. Share is of wall time."
+        "*critical*; *overran* are the hidden ones after which the wait returned at once (what it waited for had "
+        "probably arrived during the pause, so part of it was on the critical path). Share is of wall time."
     )
     rows = [row for label, (lists, _) in configs.items() for row in critical_rows(label, lists)]
     headers = ["config", "process", "class", "gen0/1/2", "total ms", "share", "longest ms"]
