@@ -28,8 +28,8 @@ from tuner.cli_results import register
 from tuner.compare import compare, load_side
 from tuner.errors import UserError
 from tuner.metrics import METRIC_NAMES
-from tuner.report import build_report, load, metric_unit
-from tuner.tail import attribute
+from tuner.report import build_report, load, metric_unit, pick_best
+from tuner.tail import attribute, tail_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -562,3 +562,19 @@ def test_sweep_report_shows_screening_and_confirmation_side_by_side(tmp_path: Pa
     table_row = next(line for line in md.splitlines() if line.startswith("| #1 |"))
     assert "1.081 [1.020, 1.150]" in table_row and "1.023 [1.011, 1.035]" in table_row and "winner" in table_row
     assert "per-pair SD 0.120" in md and "trial 5 note" in md
+
+
+def test_sweep_report_explains_the_tail_of_the_baseline_and_the_best_trial(
+    tmp_path: Path, summary: dict[str, Any]
+) -> None:
+    data = copy.deepcopy(summary)
+    timings, processes = synthetic_run()
+    tail = tail_record({"reference": [attribute(timings, processes)], "trial": [attribute(timings, processes)]})
+    for trial in data["trials"]:
+        trial["tail"] = tail
+    path = write_json(tmp_path / "exp" / "sweep" / "summary.json", data)
+    paths = build_report(path)
+    assert "timeline.png" in {p.name for p in paths}
+    md = (tmp_path / "exp" / "report" / "report.md").read_text()
+    rows = [line for line in md.splitlines() if "| GC gen2 critical |" in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| baseline", f"| #{pick_best(data)[0]['number']}"]
