@@ -20,12 +20,13 @@ logger = logging.getLogger(__name__)
 
 def _builtin() -> list[type[Strategy]]:
     from strategies.gc_freeze import GcFreeze
+    from strategies.gc_in_waits import GcInWaits
     from strategies.gc_threshold import GcThreshold
     from strategies.ndarray_outputs import NdarrayOutputs
     from strategies.sampler_copy_elision import SamplerCopyElision
     from strategies.shared_empty_kv_blocks import SharedEmptyKvBlocks
 
-    return [GcThreshold, GcFreeze, NdarrayOutputs, SharedEmptyKvBlocks, SamplerCopyElision]
+    return [GcThreshold, GcFreeze, GcInWaits, NdarrayOutputs, SharedEmptyKvBlocks, SamplerCopyElision]
 
 
 @cache

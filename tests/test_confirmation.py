@@ -50,7 +50,7 @@ class FakeBench:
             "itl_ms": {"p99": 40_000 / rate},
             "e2e_ms": {},
         }
-        return {"metrics": metrics, "processes": [], "token_ids": [[1, 2]]}
+        return {"metrics": metrics, "processes": [], "tail": None, "token_ids": [[1, 2]]}
 
 
 def experiment(tmp_path: Path, **confirm: Any) -> Experiment:

@@ -81,6 +81,34 @@ def test_gc_telemetry_from_every_process(reference: dict[str, Any]) -> None:
     assert roles["worker"]["gc"]["freeze_count"] == 0
 
 
+def test_pauses_are_classified_and_slow_tokens_joined_with_them(reference: dict[str, Any]) -> None:
+    for proc in reference["processes"]:
+        gc = proc["gc"]
+        classes = [gc["critical"]["collections"], gc["hidden"]["collections"]]
+        assert [c + h for c, h in zip(*classes, strict=True)] == gc["collections"]
+        assert gc["critical_max_pause_ms"] <= gc["max_pause_ms"] and "pauses" not in gc  # joined, not kept
+    tail = reference["tail"]
+    assert tail["samples"]["all"] == NUM_PROMPTS * (OUTPUT_LEN - 1)
+    assert 0 < tail["samples"]["p99"] <= tail["samples"]["all"] // 50
+    sources = {row["source"] for row in tail["rows"]}
+    assert {"MainProcess", "EngineCore"} <= sources
+    timeline = tail["timeline"]
+    assert timeline["steps"] and timeline["tokens"] and timeline["span_s"] > 0.5  # the engine's steps were recorded
+
+
+def test_gc_in_waits_moves_collections_off_the_critical_path(bench: Workbench) -> None:
+    often = {"gc_threshold": {"base": 50, "gen0_per_seq": 0}}  # many collections, wherever they fall
+    baseline = by_role(switched(bench, often)["processes"])
+    moved = by_role(switched(bench, {"gc_in_waits": {"min_count": 50}})["processes"])
+    for role in ("engine_core", "worker"):
+        critical = [by["gc"]["critical"]["collections"][0] for by in (baseline[role], moved[role])]
+        assert critical[0] >= 4 and critical[1] <= critical[0] // 2, (role, critical)
+        # The worker's young objects mostly die before its next wait: it needs to collect there only now and then.
+        assert sum(moved[role]["gc"]["hidden"]["collections"]) >= 1, role
+        counters = moved[role]["counters"]["gc_in_waits"]
+        assert counters["waits"] >= OUTPUT_LEN and counters["collected_gen0"] > 0, role
+
+
 def switched(bench: Workbench, strategies: dict[str, dict[str, Any]]) -> dict[str, Any]:
     reports = bench.switch(strategies)
     assert not inactive_strategies(reports, strategies)

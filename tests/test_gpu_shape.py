@@ -58,6 +58,18 @@ def test_strategies_act_in_a_forked_engine_core_that_holds_the_worker(tmp_path: 
         assert core["counters"]["gc_threshold"]["in_force"] > 0
 
 
+def test_gc_in_waits_collects_while_engine_core_waits_for_the_batch_future(tmp_path: Path) -> None:
+    done, _ = run(tmp_path, {"gc_in_waits": {"min_count": 50}})
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(next((tmp_path / "results").rglob("run.json")).read_text())
+    for repetition in record["repetitions"]:
+        core = next(p for p in repetition["processes"] if p["process_name"] == "EngineCore")
+        assert core["counters"]["gc_in_waits"]["waits"] > 0  # AsyncOutputFuture.result: the uni + async wait
+        assert core["gc"]["threshold"][0] == 64 * TINY_ENGINE["max_num_seqs"]
+    hidden = [sum(p["gc"]["hidden"]["collections"]) for r in record["repetitions"] for p in r["processes"]]
+    assert sum(hidden) > 0
+
+
 def test_a_strategy_that_cannot_act_on_this_path_is_refused_before_the_engine_starts(tmp_path: Path) -> None:
     done, path = run(tmp_path, {"ndarray_outputs": {}})  # the V1 runner's async output path is not patched
     assert done.returncode == 2, done.stderr[-3000:]

@@ -189,3 +189,17 @@ def test_a_state_strategy_that_is_no_longer_in_force_stops_being_active(
     gc.set_threshold(700)  # someone else (vLLM, a library) resets the threshold during the repetition
     report = state.handle({"op": "report"})
     assert "gc_threshold" not in report["active"] and "not the" in report["errors"]["gc_threshold"]
+
+
+def test_telemetry_can_be_switched_off_and_on_to_measure_its_cost() -> None:
+    state = plugin.ProcessState({"strategies": {}})
+    state.probe.install()
+    try:
+        off = state.handle({"op": "telemetry", "enabled": False})
+        assert state.probe._callback not in gc.callbacks and not state.telemetry
+        gc.collect()
+        assert sum(state.handle({"op": "report"})["gc"]["collections"]) == sum(off["gc"]["collections"])
+        state.handle({"op": "telemetry", "enabled": True})
+        assert state.probe._callback in gc.callbacks and state.telemetry
+    finally:
+        state.probe.uninstall()

@@ -22,12 +22,14 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from tests.test_tail import synthetic_run
 from tuner.bench_export import BENCH_ENTRY_SCHEMA, bench_entries, config_name, validate
 from tuner.cli_results import register
 from tuner.compare import compare, load_side
 from tuner.errors import UserError
 from tuner.metrics import METRIC_NAMES
-from tuner.report import build_report, load, metric_unit
+from tuner.report import build_report, load, metric_unit, pick_best
+from tuner.tail import attribute, tail_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -89,6 +91,29 @@ def cli() -> typer.Typer:
 
 
 # ------------------------------------------------------------------------------------------- report
+
+
+def test_run_report_explains_the_tail_and_draws_the_timeline(tmp_path: Path, run_data: dict[str, Any]) -> None:
+    timings, processes = synthetic_run()
+    tail = attribute(timings, processes, slo_token_ms=30.0)
+    classes = {
+        "critical": {"collections": [3, 1, 0], "seconds": [0.003, 0.002, 0], "max_pause_ms": [1.5, 2.0, 0.0]},
+        "hidden": {"collections": [5, 0, 0], "seconds": [0.004, 0, 0], "max_pause_ms": [1.0, 0.0, 0.0]},
+    }
+    for kind in classes.values():
+        kind["total_s"] = sum(kind["seconds"])
+    for rep in run_data["repetitions"]:
+        rep["tail"] = tail
+        for proc in rep["processes"]:
+            proc["gc"] |= classes
+    run_dir = write_json(tmp_path / "run" / "run.json", run_data).parent
+    paths = build_report(run_dir)
+    assert "timeline.png" in {p.name for p in paths}
+    assert_plausible_png(run_dir / "report" / "timeline.png")
+    text = (run_dir / "report" / "report.md").read_text()
+    assert "## GC on the critical path" in text and "## Tail latency explained" in text
+    assert "| run | EngineCore | GC gen2 critical | 1% (4/398) | 50% (2/4) | 67% (4/6) |" in text
+    assert "| run | EngineCore | hidden | 10/0/0 | 8.00 |" in text
 
 
 def test_run_report_writes_every_plot_and_both_documents(run_report: tuple[Path, list[Path]]) -> None:
@@ -537,3 +562,19 @@ def test_sweep_report_shows_screening_and_confirmation_side_by_side(tmp_path: Pa
     table_row = next(line for line in md.splitlines() if line.startswith("| #1 |"))
     assert "1.081 [1.020, 1.150]" in table_row and "1.023 [1.011, 1.035]" in table_row and "winner" in table_row
     assert "per-pair SD 0.120" in md and "trial 5 note" in md
+
+
+def test_sweep_report_explains_the_tail_of_the_baseline_and_the_best_trial(
+    tmp_path: Path, summary: dict[str, Any]
+) -> None:
+    data = copy.deepcopy(summary)
+    timings, processes = synthetic_run()
+    tail = tail_record({"reference": [attribute(timings, processes)], "trial": [attribute(timings, processes)]})
+    for trial in data["trials"]:
+        trial["tail"] = tail
+    path = write_json(tmp_path / "exp" / "sweep" / "summary.json", data)
+    paths = build_report(path)
+    assert "timeline.png" in {p.name for p in paths}
+    md = (tmp_path / "exp" / "report" / "report.md").read_text()
+    rows = [line for line in md.splitlines() if "| GC gen2 critical |" in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| baseline", f"| #{pick_best(data)[0]['number']}"]

@@ -4,6 +4,13 @@ Installed by the plugin in every vLLM process. It times each collection (start t
 collections per generation, keeps the longest pause and a log-spaced pause histogram. ``reset()`` opens a
 new measurement window; ``snapshot()`` returns plain data for the window so far.
 
+Each pause is also classified: *hidden* when the thread that ran it was blocked at a wait point
+(:mod:`strategies.wait_points`: waiting for another process or the device, so the collection cost nothing), else
+*critical*; *overran* counts the hidden pauses after which the wait returned at once (what it waited for had
+probably arrived during the pause, so part of it delayed the process). Counts, seconds and the longest pause are
+kept per class and generation, and every pause's interval
+(``time.monotonic``, the system-wide CLOCK_MONOTONIC) goes into a bounded ring for the tail-latency join.
+
 Peak memory is the window's own: on Linux ``reset()`` writes "5" to ``/proc/self/clear_refs``, which resets
 the kernel's resident high-water mark (``VmHWM``) to the current RSS, and the snapshot reads ``VmHWM``. Where
 that is not possible the peak is the process-lifetime high-water mark (``ru_maxrss``), said by
@@ -21,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from strategies import wait_points
+from tuner.intervals import IntervalRing
 
 CLEAR_REFS = Path("/proc/self/clear_refs")
 STATUS = Path("/proc/self/status")
@@ -48,6 +58,46 @@ def vm_hwm_bytes() -> int | None:
 
 # Upper bucket edges of the pause histogram, in milliseconds (the last bucket is open-ended).
 PAUSE_EDGES_MS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
+HIDDEN_TAG = 4  # an interval's tag: generation + HIDDEN_TAG when the pause was hidden
+KINDS = ("critical", "hidden")  # "overran": the hidden pauses after which the wait returned at once
+
+
+def pause_tag(generation: int, hidden: bool) -> int:
+    return generation + (HIDDEN_TAG if hidden else 0)
+
+
+def tag_generation(tag: int) -> int:
+    return tag % HIDDEN_TAG
+
+
+def tag_hidden(tag: int) -> bool:
+    return tag >= HIDDEN_TAG
+
+
+class PauseClass:
+    """Collections of one class (critical or hidden): count, seconds and longest pause per generation."""
+
+    __slots__ = ("collections", "max_s", "seconds")
+
+    def __init__(self) -> None:
+        self.collections = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self.max_s = [0.0, 0.0, 0.0]
+
+    def add(self, generation: int, pause: float) -> None:
+        self.collections[generation] += 1
+        self.seconds[generation] += pause
+        self.max_s[generation] = max(self.max_s[generation], pause)
+
+    def snapshot(self, wall: float) -> dict[str, Any]:
+        total = sum(self.seconds)
+        return {
+            "collections": list(self.collections),
+            "seconds": list(self.seconds),
+            "max_pause_ms": [m * 1e3 for m in self.max_s],
+            "total_s": total,
+            "share": total / wall if wall > 0 else 0.0,
+        }
 
 
 class GcProbe:
@@ -55,37 +105,54 @@ class GcProbe:
 
     def __init__(self) -> None:
         self._started_at: float | None = None
+        self._hidden = False
+        self._last_hidden = (0, 0.0)
         self._installed = False
+        self.pauses = IntervalRing()
         self.reset()
 
     def install(self) -> None:
         if not self._installed:
             gc.callbacks.append(self._callback)
+            wait_points.on_overrun.append(self._overran)
             self._installed = True
 
     def uninstall(self) -> None:
         if self._installed:
             gc.callbacks.remove(self._callback)
+            wait_points.on_overrun.remove(self._overran)
             self._installed = False
 
+    def _overran(self) -> None:
+        self.classes["overran"].add(*self._last_hidden)
+
     def reset(self) -> None:
-        self.window_start = time.perf_counter()
+        self.window_start = time.monotonic()
         self.collections = [0, 0, 0]
         self.seconds = [0.0, 0.0, 0.0]
         self.collected = 0
         self.max_pause_s = 0.0
         self.histogram = [0] * (len(PAUSE_EDGES_MS) + 1)
+        self.classes = {kind: PauseClass() for kind in (*KINDS, "overran")}
+        self.pauses.clear()
         self.windowed_peak = reset_peak_rss()
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._started_at = time.perf_counter()
+            self._hidden = wait_points.in_wait()
+            self._started_at = time.monotonic()
             return
         if self._started_at is None:
             return
-        pause = time.perf_counter() - self._started_at
-        self._started_at = None
+        ended = time.monotonic()
+        started, self._started_at = self._started_at, None
+        pause = ended - started
         generation = min(int(info.get("generation", 0)), 2)
+        self.classes[KINDS[self._hidden]].add(generation, pause)
+        if self._hidden:
+            self._last_hidden = (generation, pause)
+            wait_points.pause_ended(ended)
+        self.pauses.add(started, ended, pause_tag(generation, self._hidden))
         self.collections[generation] += 1
         self.seconds[generation] += pause
         self.collected += int(info.get("collected", 0))
@@ -94,9 +161,10 @@ class GcProbe:
 
     def snapshot(self) -> dict[str, Any]:
         """The window so far as JSON-ready data."""
-        wall = time.perf_counter() - self.window_start
+        wall = time.monotonic() - self.window_start
         total = sum(self.seconds)
         memory = psutil.Process().memory_info()
+        classes = {kind: pauses.snapshot(wall) for kind, pauses in self.classes.items()}
         return {
             "window_s": wall,
             "collections": list(self.collections),
@@ -105,6 +173,10 @@ class GcProbe:
             "gc_share": total / wall if wall > 0 else 0.0,
             "max_pause_ms": self.max_pause_s * 1e3,
             "collected_objects": self.collected,
+            **classes,
+            "gc_critical_share": classes["critical"]["share"],
+            "critical_max_pause_ms": max(classes["critical"]["max_pause_ms"]),
+            "pauses": self.pauses.export(),
             "pause_histogram": {"edges_ms": list(PAUSE_EDGES_MS), "counts": list(self.histogram)},
             "threshold": list(gc.get_threshold()),
             "freeze_count": gc.get_freeze_count(),

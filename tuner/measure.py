@@ -11,6 +11,7 @@ from tuner.config import Experiment
 from tuner.engine import EngineSession
 from tuner.metrics import summarize
 from tuner.plugin import PLUGIN_ERROR
+from tuner.tail import attribute
 from tuner.workload import RequestSpec, arrival_offsets, build_requests
 
 
@@ -99,14 +100,22 @@ class Workbench:
         if progress is not None and task is not None:
             progress.remove_task(task)
         check_active(processes, self.strategies, moved=True)  # no number from a strategy that did not run
-        metrics = summarize(timings, wall, self.experiment.measure.slo)
+        slo = self.experiment.measure.slo
+        metrics = summarize(timings, wall, slo)
+        tail = attribute(timings, processes, slo.tpot_ms if slo is not None else None)
+        for process in processes:  # the raw intervals are joined here, not kept: run.json stays small
+            process["gc"].pop("pauses", None)
+            process.pop("steps", None)
         if processes:  # none from an endpoint the tuner did not start
             # Process-level figures a sweep can constrain (e.g. `peak_rss_mb: {max: ...}` against runaway memory).
             metrics["peak_rss_mb"] = max(p["gc"]["peak_rss_bytes"] for p in processes) / 2**20
             metrics["gc_share_max"] = max(p["gc"]["gc_share"] for p in processes)
             metrics["gc_max_pause_ms"] = max(p["gc"]["max_pause_ms"] for p in processes)
+            metrics["gc_critical_share_max"] = max(p["gc"]["gc_critical_share"] for p in processes)
+            metrics["gc_critical_max_pause_ms"] = max(p["gc"]["critical_max_pause_ms"] for p in processes)
         return {
             "metrics": metrics,
             "processes": processes,
+            "tail": tail,
             "token_ids": [t.token_ids for t in timings],
         }

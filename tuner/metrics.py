@@ -93,7 +93,14 @@ HIGHER_IS_BETTER = {
 # Latency percentiles, TTFT, memory and GC figures come from run-level pairs only.
 STEP_LEVEL_METRICS = {"output_tokens_per_s", "total_tokens_per_s", "tpot_mean_ms", "itl_mean_ms"}
 LATENCY_FAMILIES = ("ttft", "tpot", "itl", "e2e")
-PROCESS_METRICS = ("peak_rss_mb", "gc_share_max", "gc_max_pause_ms")  # worst over the engine's processes
+# Worst over the engine's processes; "critical" counts only collections outside a wait point (on the critical path).
+PROCESS_METRICS = (
+    "peak_rss_mb",
+    "gc_share_max",
+    "gc_max_pause_ms",
+    "gc_critical_share_max",
+    "gc_critical_max_pause_ms",
+)
 METRIC_NAMES = (
     sorted(HIGHER_IS_BETTER)
     + [f"{family}_{stat}_ms" for family in LATENCY_FAMILIES for stat in ("mean", "p50", "p90", "p99")]

@@ -30,6 +30,8 @@ class Arms:
     trial: list[dict[str, float]] = field(default_factory=list)
     switch_s: list[float] = field(default_factory=list)
     telemetry: list[dict[str, Any]] = field(default_factory=list)  # processes of the last trial-arm repetition
+    tails: dict[str, list[dict[str, Any] | None]] = field(default_factory=lambda: {"reference": [], "trial": []})
+    """Each arm's tail-latency attributions (:func:`tuner.tail.attribute`), in pair order."""
     token_ids_match: bool = True
     step_result: Any = None  # an InterleaveResult when the verdict came from in-engine step interleaving
 
@@ -89,6 +91,7 @@ def measure_pairs(
             _switch(bench, strategies, arms)
             rep = bench.repetition(label=f"pair {index + 1} {arm}")
             getattr(arms, arm).append(flat_metrics(rep["metrics"]))
+            arms.tails[arm].append(rep["tail"])
             if arm == "trial":
                 arms.telemetry = rep["processes"]
             if bench.experiment.workload.sampling.temperature == 0 and arm == "reference":

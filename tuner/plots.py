@@ -24,6 +24,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
+from tuner.gc_probe import tag_hidden
+
 DPI = 110
 VERDICT_COLORS = {
     "better": "#2a9d3f",
@@ -369,4 +371,45 @@ def importance(path: Path, values: dict[str, float], *, title: str) -> Path:
         ax.annotate(f"{v:.2f}", (v, y), textcoords="offset points", xytext=(4, -3), fontsize=8)
     ax.set(xlabel="relative importance (first objective; sums to 1)", ylabel="parameter", title=title)
     ax.set_xlim(0, max([v for _, v in ordered] + [0.01]) * 1.15)
+    return _save(fig, path)
+
+
+def timeline(path: Path, window: Mapping[str, Any], *, title: str) -> Path:
+    """One window of a repetition: EngineCore's steps, every process's GC pauses (critical solid, hidden hatched)
+    and the slowest inter-token samples in it, on one time axis (ms from the window's start)."""
+    pauses: Mapping[str, Sequence[Sequence[float]]] = window["pauses"]
+    lanes = ["EngineCore steps", *(f"{name} GC" for name in pauses), "slowest tokens"]
+    fig = _figure(10, 1.0 + 0.5 * len(lanes))
+    ax = fig.add_subplot()
+    y = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}
+    steps = [(s * 1e3, (e - s) * 1e3) for s, e in window["steps"]]
+    ax.broken_barh(steps, (y["EngineCore steps"] - 0.4, 0.8), facecolors=SERIES_COLORS[0], edgecolor="white", lw=0.3)
+    for name, rows in pauses.items():
+        for start, end, tag in rows:
+            hidden = tag_hidden(int(tag))
+            ax.broken_barh(
+                [(start * 1e3, max((end - start) * 1e3, 0.05))],
+                (y[f"{name} GC"] - 0.4, 0.8),
+                facecolors="none" if hidden else PERCENTILE_COLORS["p99"],
+                edgecolor=PERCENTILE_COLORS["p99"],
+                hatch="///" if hidden else None,
+            )
+    tokens = [(s * 1e3, (e - s) * 1e3) for s, e, _ in window["tokens"]]
+    ax.broken_barh(tokens, (y["slowest tokens"] - 0.4, 0.8), facecolors=SERIES_COLORS[1], alpha=0.35)
+    ax.set_yticks(list(y.values()), list(y))
+    ax.set_xlim(0, window["span_s"] * 1e3)
+    ax.set_xlabel("ms from the window's start")
+    ax.set_title(title)
+    ax.legend(
+        handles=[
+            Patch(color=SERIES_COLORS[0], label="engine step"),
+            Patch(color=PERCENTILE_COLORS["p99"], label="GC pause, critical"),
+            Patch(facecolor="none", edgecolor=PERCENTILE_COLORS["p99"], hatch="///", label="GC pause, hidden"),
+            Patch(color=SERIES_COLORS[1], alpha=0.35, label="slowest inter-token gaps"),
+        ],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.25),
+        ncol=4,
+        fontsize="small",
+    )
     return _save(fig, path)

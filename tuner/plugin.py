@@ -23,13 +23,15 @@ import json
 import logging
 import multiprocessing
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
-from strategies import ProcessContext, Role, Strategy
+from strategies import ProcessContext, Role, Strategy, wait_points
 from strategies import get as get_strategy
 from tuner.gc_probe import GcProbe
 from tuner.interleave_engine import StepInterleaver
+from tuner.intervals import IntervalRing
 
 ENV_VAR = "TUNER_PLUGIN"
 RAY_COPY_VAR = "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"
@@ -56,10 +58,15 @@ class ProcessState:
         self.active: dict[str, dict[str, Any]] = {}
         self.errors: dict[str, str] = {}
         self.probe = GcProbe()
+        self.steps = IntervalRing()  # EngineCore's engine steps (tag: scheduled tokens), for the tail-latency join
+        self.telemetry = True  # GC timing and step intervals; off only to measure what they cost
         self.interleaver = StepInterleaver(self)
 
     def install(self) -> None:
         self.probe.install()
+        missing = wait_points.install()  # GC pauses are classified hidden or critical at them
+        if missing:  # reported; collections there then count as critical
+            self.errors["wait_points"] = "install failed: " + "; ".join(missing)
         for name in self.installable:
             try:
                 # No source check here: parsing vLLM's sources in every engine process would leave garbage for
@@ -164,18 +171,23 @@ class ProcessState:
             "errors": dict(self.errors),
             "counters": {name: dict(get_strategy(name).counters) for name in self.installable},
             "gc": self.probe.snapshot(),
+            "steps": self.steps.export() if Role.ENGINE_CORE in self.contexts else None,
         }
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Serve one control request: ``{"op": "report"|"reset"|"switch"|"interleave_*", ...}``."""
+        """Serve one control request: ``{"op": "report"|"reset"|"switch"|"telemetry"|"interleave_*", ...}``."""
         op = request.get("op")
         interleave = None
         if op == "switch":
             self.switch(request["strategies"])
+        elif op == "telemetry":  # the observer-cost benchmark: the same engine with and without the GC timers
+            self.telemetry = bool(request["enabled"])
+            (self.probe.install if self.telemetry else self.probe.uninstall)()
         elif op in {"interleave_start", "interleave_drain", "interleave_stop"}:
             interleave = self._interleave(op, request)
         elif op == "reset":
             self.probe.reset()
+            self.steps.clear()
             for name in self.installable:
                 get_strategy(name).counters.clear()
             self.verify()  # in force when the repetition starts ...
@@ -344,7 +356,11 @@ def _wrap_steps(engine_core_cls: type) -> None:
         def stepped(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
             if _state is None:
                 return _original(self, *args, **kwargs)
-            return _state.interleaver.around_step(self, lambda: _original(self, *args, **kwargs))
+            started = time.monotonic()
+            result = _state.interleaver.around_step(self, lambda: _original(self, *args, **kwargs))
+            if _state.telemetry:
+                _state.steps.add(started, time.monotonic(), int(getattr(self.scheduler, "_tuner_scheduled_tokens", 0)))
+            return result
 
         stepped._tuner_hooked = True  # type: ignore[attr-defined]
         setattr(engine_core_cls, method, stepped)

@@ -6,6 +6,7 @@ matrix (``tests/test_vllm_compat.py`` checks them on each unpacked wheel).
 
 from __future__ import annotations
 
+from strategies import wait_points
 from strategies.requirements import Absent, AssignedIn, Defined, Order, Params, Requirement, Snippet
 
 _CORE = "v1/engine/core.py"
@@ -49,4 +50,6 @@ REQUIRES: tuple[Requirement, ...] = (
     AssignedIn("v1/engine/async_llm.py", "AsyncLLM.__init__", attribute="engine_core"),
     Defined("v1/engine/core_client.py", "SyncMPClient.call_utility"),
     Defined("v1/engine/core_client.py", "AsyncMPClient.call_utility_async"),
+    # Telemetry: the wait points where a collection is hidden (GC pauses classified hidden or critical).
+    *wait_points.REQUIRES,
 )

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from tuner.errors import UserError
 from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES, METRIC_NAMES, flat_metrics
+from tuner.report_tail import run_tail, tail_sections
 from tuner.results import SUPPORTED_RUN_SCHEMAS, write_text
 
 SWEEP_SCHEMA = "tuner.sweep/1"
@@ -226,6 +227,7 @@ def metric_unit(metric: str) -> str:
     exact = {
         "slo_attainment": "fraction",
         "gc_share_max": "fraction",
+        "gc_critical_share_max": "fraction",
         "peak_rss_mb": "MiB",
         "completed": "requests",
         "failed": "requests",
@@ -527,6 +529,9 @@ def _run_doc(loaded: Loaded, out: Path) -> Doc:
 
     processes = aggregate_processes(rep.get("processes") or [] for rep in run["repetitions"])
     _gc_sections(doc, out, {"run": processes}, title=str(run.get("experiment")))
+    tail, timeline = run_tail(run)
+    lists = [rep.get("processes") or [] for rep in run["repetitions"]]
+    tail_sections(doc, out, {"run": (lists, tail)}, timeline, title=str(run.get("experiment")))
     _environment(doc, env, run.get("engine", {}).get("args"))
     return doc
 
@@ -826,6 +831,13 @@ def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
         series[f"#{best['number']} ({short})"] = aggregate_processes(trial_process_lists(best))
     intro = f"The baseline against trial #{best['number']} ({why}): `{trial_label(best)}`." if best else ""
     _gc_sections(doc, out, series, title=name, intro=intro)
+    configs: dict[str, tuple[list[list[dict[str, Any]]], dict[str, Any] | None]] = {}
+    timeline = None
+    for trial, label in ((base, "baseline"), (best, f"#{best['number']}" if best else "")):
+        if trial is not None and label not in configs:
+            configs[label] = (trial_process_lists(trial), (trial.get("tail") or {}).get("trial"))
+            timeline = (trial.get("tail") or {}).get("timeline") or timeline
+    tail_sections(doc, out, configs, timeline, title=name)
 
     doc.h("Parameter importance")
     importance = {k: float(v) for k, v in (summary.get("importance") or {}).items() if isinstance(v, (int, float))}

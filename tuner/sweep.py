@@ -63,6 +63,7 @@ from tuner.search_space import (
     suggest,
 )
 from tuner.stats import unpaired_ratio
+from tuner.tail import tail_record
 from tuner.verdicts import slo
 
 SWEEP_SCHEMA = "tuner.sweep/1"
@@ -421,6 +422,7 @@ class Sweep:
         trial.set_user_attr("switch_s", arms.switch_s)
         trial.set_user_attr("token_ids_match", arms.token_ids_match)
         trial.set_user_attr("telemetry", _compact(arms.telemetry))
+        trial.set_user_attr("tail", tail_record(arms.tails))
         return [values[o.metric] for o in self.search.objectives]
 
     def _anchor(self, arms: Arms) -> dict[str, float]:
@@ -647,6 +649,7 @@ def _trial_row(
         "token_ids_match": attrs.get("token_ids_match"),
         "repetitions": [{"metrics": m} for m in attrs.get("arms", {}).get("trial", [])],
         "telemetry": attrs.get("telemetry", []),
+        "tail": attrs.get("tail"),
         "failure": attrs.get("failure"),
         "worker": attrs.get(WORKER_ATTR),
         "step_interleave": attrs.get("step_interleave"),
