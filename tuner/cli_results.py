@@ -244,12 +244,29 @@ def pr_check(
         raise typer.Exit(EXIT_REGRESSION)
 
 
+def dashboard(
+    exports: Annotated[
+        list[Path], typer.Argument(help="`tuner export bench` files, one per run, oldest first", show_default=False)
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="the PNG to write")] = Path("dashboard.png"),
+    title: Annotated[str, typer.Option(help="the figure's title")] = "host-side performance series",
+) -> None:
+    """Render github-action-benchmark's charts from exported files (one PNG: a chart per series)."""
+    from tuner.cli import console, user_errors
+    from tuner.dashboard import render
+
+    with user_errors():
+        path = render(exports, out, title)
+    console.print(f"wrote [bold]{path}[/bold]", soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``report``, ``compare``, ``export bench``, ``history`` and ``pr-check`` to ``app``."""
+    """Add ``report``, ``compare``, ``export bench``, ``history``, ``pr-check`` and ``dashboard`` to ``app``."""
     app.command("report")(report)
     app.command("compare")(compare)
     app.command("history")(history)
     app.command("pr-check")(pr_check)
+    app.command("dashboard")(dashboard)
     export_app = typer.Typer(help="Export results for other tools.", no_args_is_help=True)
     export_app.command("bench")(export_bench)
     app.add_typer(export_app, name="export")

@@ -13,7 +13,6 @@ significant move on a very quiet series does not block a PR. Nothing here prints
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -49,20 +48,9 @@ class SeriesCheck:
 
 def read_export(path: Path) -> dict[str, tuple[str, float]]:
     """``{name: (unit, value)}`` of a ``tuner export bench`` file (github-action-benchmark's custom format)."""
-    from tuner.bench_export import validate
+    from tuner.bench_export import read_entries
 
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError.single(str(path), "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError.single(str(path), f"cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UserError.single(str(path), f"not valid JSON: {exc.msg}", line=exc.lineno) from None
-    problems = validate(entries)
-    if problems:
-        raise UserError.single(str(path), f"not a `tuner export bench` file: {problems[0]}")
-    return {e["name"]: (e["unit"], float(e["value"])) for e in entries}
+    return {e["name"]: (e["unit"], float(e["value"])) for e in read_entries(path)}
 
 
 def base_values(series: Series, base_commit: str | None, window: int) -> list[float]:
