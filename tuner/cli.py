@@ -94,7 +94,9 @@ def versions(
     pythons: Annotated[
         list[str], typer.Argument(help="two or more interpreters, each holding a vLLM install (oldest first)")
     ],
-    starts: Annotated[int, typer.Option(min=1, help="engine starts per install and comparison")] = 3,
+    starts: Annotated[
+        int, typer.Option(min=2, help="engine starts per install and comparison (6 at least to call a change)")
+    ] = 6,
     metric: Annotated[str, typer.Option(help="throughput or latency metric compared")] = "output_tokens_per_s",
     seed: Annotated[int, typer.Option(help="seeds the mirrored order's first arm and the bootstrap")] = 0,
 ) -> None:

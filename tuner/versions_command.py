@@ -20,7 +20,7 @@ from tuner.config import Experiment
 from tuner.installs import Install, run_start
 from tuner.progress import progress_bars
 from tuner.results import new_run_dir, write_json
-from tuner.versions import Bisection, Comparison, StartResult, bisect, compare, start_order, start_result
+from tuner.versions import MIN_STARTS, Bisection, Comparison, StartResult, bisect, compare, start_order, start_result
 
 
 def compare_installs(
@@ -73,6 +73,11 @@ def _measure(
     """Run ``starts`` engine starts per arm in mirrored order, each in its install's own interpreter."""
     results = []
     order = start_order(starts, seed=seed)
+    if starts < MIN_STARTS:
+        console.print(
+            f"[yellow]{starts} start pairs: the sign-flip test needs {MIN_STARTS} to reach p < 0.05, so no change "
+            "will be called; the CI and the power are still shown[/yellow]"
+        )
     with progress_bars(console) as progress:
         task = progress.add_task(f"engine starts: {a.vllm} vs {b.vllm}", total=len(order))
         for start in order:
@@ -89,7 +94,8 @@ def _table(comparison: Comparison, a: Install, b: Install) -> Table:
     e = comparison.estimate
     verdict = {"better": "B faster", "worse": "B slower"}.get(e.verdict, "no change called")
     table = Table(title=f"{escape(b.label)} / {escape(a.label)}: {comparison.metric}")
-    for column in ("ratio B/A", "95% CI", "p", "pairs", "verdict", "detectable", "per start pair", "restart s A/B"):
+    columns = ("ratio B/A", "95% CI", "p", "start pairs", "verdict", "detectable", "for ±5%", "per start pair")
+    for column in (*columns, "restart s A/B"):
         table.add_column(column, justify="right")
     table.add_row(
         f"{e.ratio:.4f}",
@@ -98,12 +104,14 @@ def _table(comparison: Comparison, a: Install, b: Install) -> Table:
         str(e.n),
         verdict,
         f"±{comparison.mde:.1%}",
+        "-" if comparison.pairs_for_5pct is None else f"{comparison.pairs_for_5pct} pairs",
         " ".join(f"{r:.3f}" for r in comparison.start_pair_ratios),
         f"{comparison.restart_s['A']:.1f} / {comparison.restart_s['B']:.1f}",
     )
     table.caption = (
-        "ratio of sums over repetition pairs (sign-flip test, two-sided 5%); detectable: the change found with 80% "
-        "power at these pairs; restart: seconds per engine start beyond the measured repetitions (engine start "
+        "ratio of sums over start pairs (sign-flip test, two-sided 5%: 6 start pairs at least to call a change); "
+        "detectable: the change found with 80% power at these pairs; for ±5%: the start pairs that needs; restart: "
+        "seconds per engine start beyond the measured repetitions (engine start "
         f"{comparison.engine_start_s['A']:.1f} / {comparison.engine_start_s['B']:.1f} s)"
     )
     return table
