@@ -3,7 +3,10 @@ estimate, the bisection over a sequence of installs, and bad input (one line, ex
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -155,3 +158,45 @@ def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
     pythons = ["python3", "python3"] if args else ["python3"]
     out = CliRunner().invoke(app, ["versions", str(EXPERIMENT), *pythons, *args], env={"COLUMNS": "300"})
     assert out.exit_code == 2 and message in out.stderr, out.output
+
+
+def test_the_command_alternates_installs_bisects_and_writes_every_comparison(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The orchestration with the engine start replaced: install 2 of 4 is 30% slower from there on."""
+    from rich.console import Console
+
+    from tuner import versions_command
+    from tuner.config import load_experiment
+    from tuner.installs import Install
+
+    speed = {"py0": 1000.0, "py1": 1000.0, "py2": 700.0, "py3": 700.0}
+    calls: list[tuple[str, str]] = []
+    rng = np.random.default_rng(0)
+
+    def fake_start(install: Install, experiment: Path, output: Path, log: Path) -> tuple[dict[str, Any], float]:
+        calls.append((install.python, output.stem))
+        level = speed[install.python] * np.exp(rng.normal(0, 0.02))
+        latencies: dict[str, dict[str, float]] = {f"{family}_ms": {} for family in ("ttft", "tpot", "itl", "e2e")}
+        reps = [{"metrics": {"output_tokens_per_s": level, "wall_s": 2.0, **latencies}} for _ in range(3)]
+        return {"repetitions": reps, "engine": {"start_s": 20.0}}, 40.0
+
+    monkeypatch.setattr(versions_command, "run_start", fake_start)
+    experiment = load_experiment(EXPERIMENT).model_copy(update={"output_dir": tmp_path})
+    installs = [Install(f"py{i}", "0.3x", "3.11") for i in range(4)]
+    path = versions_command.compare_installs(
+        experiment, EXPERIMENT, installs, Console(file=io.StringIO()), starts=6, metric="output_tokens_per_s"
+    )
+    record = json.loads(path.read_text())
+    assert [(c["from"], c["to"], c["changed"]) for c in record["comparisons"]] == [
+        (0, 3, True),
+        (0, 1, False),
+        (1, 3, True),
+        (1, 2, True),
+    ]
+    assert record["bisection"]["culprit"] == [1, 2]
+    assert record["comparisons"][0]["estimate"]["ratio"] == pytest.approx(0.7, rel=0.03)
+    assert record["comparisons"][0]["restart_s"] == {"A": 34.0, "B": 34.0}
+    first = calls[:12]  # installs 0 and 3, mirrored: each start pair begins with the arm the last one ended with
+    assert {p for p, _ in first} == {"py0", "py3"} and all(first[2 * i + 1][0] == first[2 * i + 2][0] for i in range(5))
+    assert [name for _, name in first[:2]] in (["0A", "0B"], ["0B", "0A"])
