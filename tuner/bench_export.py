@@ -117,6 +117,22 @@ def validate(entries: Any) -> list[str]:
     return problems
 
 
+def read_entries(path: Path) -> list[dict[str, Any]]:
+    """A ``tuner export bench`` file's entries, validated; bad input is a one-line :class:`UserError`."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError.single(str(path), "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError.single(str(path), f"cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError.single(str(path), f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+    problems = validate(entries)
+    if problems:
+        raise UserError.single(str(path), f"not a `tuner export bench` file: {problems[0]}")
+    return list(entries)
+
+
 def _context(data: dict[str, Any], strategies: dict[str, Any], engine: dict[str, Any], n: int, more: str = "") -> str:
     env = data.get("environment") or {}
     lines = [

@@ -76,13 +76,46 @@ ExperimentFile = Annotated[Path, typer.Argument(help="experiment YAML file", sho
 
 
 @app.command()
-def run(experiment: ExperimentFile) -> None:
+def run(
+    experiment: ExperimentFile,
+    output: Annotated[Path | None, typer.Option(help="write run.json here (default: results/<name>/<time>/)")] = None,
+) -> None:
     """Benchmark one configuration (its `strategies:` applied) and write run.json."""
     from tuner.config import load_experiment
     from tuner.runner import run_experiment
 
     with user_errors():
-        run_experiment(load_experiment(experiment), console)
+        run_experiment(load_experiment(experiment), console, output)
+
+
+@app.command()
+def versions(
+    experiment: ExperimentFile,
+    pythons: Annotated[
+        list[str], typer.Argument(help="two or more interpreters, each holding a vLLM install (oldest first)")
+    ],
+    starts: Annotated[
+        int, typer.Option(min=2, help="engine starts per install and comparison (6 at least to call a change)")
+    ] = 6,
+    metric: Annotated[str, typer.Option(help="throughput or latency metric compared")] = "output_tokens_per_s",
+    seed: Annotated[int, typer.Option(help="seeds the mirrored order's first arm and the bootstrap")] = 0,
+) -> None:
+    """Compare vLLM installs on this host with the same experiment: engine starts alternate in mirrored order,
+    each in its install's own interpreter; with more than two installs, bisect the sequence for the step that
+    changed the metric."""
+    from tuner.config import load_experiment
+    from tuner.installs import probe
+    from tuner.metrics import METRIC_NAMES
+    from tuner.versions_command import compare_installs
+
+    with user_errors():
+        if len(pythons) < 2:
+            fail("versions: give two interpreters at least")
+        if metric not in METRIC_NAMES:
+            fail(f"--metric: unknown metric {metric!r}")
+        installs = [probe(python) for python in pythons]  # each install checked before the experiment loads vLLM
+        loaded = load_experiment(experiment)
+        compare_installs(loaded, experiment, installs, console, starts=starts, metric=metric, seed=seed)
 
 
 @app.command()

@@ -178,11 +178,95 @@ def history(
     console.print(f"{len(results)} series, {found} change point(s); plots in [bold]{out}[/bold]/", soft_wrap=True)
 
 
+EXIT_REGRESSION = 6
+
+
+def pr_check(
+    exports: Annotated[
+        list[Path],
+        typer.Argument(help="the PR's `tuner export bench` files (e.g. bench/ratio-*.json)", show_default=False),
+    ],
+    base: Annotated[
+        Path,
+        typer.Option(help="the base branch's stored series: github-action-benchmark's data.js, or an export directory"),
+    ],
+    series: Annotated[
+        list[str] | None, typer.Option("--series", "-s", help="only series whose name matches this glob (repeatable)")
+    ] = None,
+    base_commit: Annotated[
+        str | None, typer.Option(help="the PR's base commit: stored points after it are left out")
+    ] = None,
+    window: Annotated[int, typer.Option(min=3, help="the base's last stored points used")] = 20,
+    alpha: Annotated[float, typer.Option(min=0.0, max=0.5, help="chance of any false call per PR (Holm)")] = 0.05,
+    min_change: Annotated[float, typer.Option(min=0.0, help="smallest change (percent) called")] = 2.0,
+    comment: Annotated[Path | None, typer.Option(help="write the PR comment (markdown) here")] = None,
+    fail_on_regression: Annotated[bool, typer.Option(help=f"exit {EXIT_REGRESSION} when a series regressed")] = False,
+) -> None:
+    """Compare a PR's exported series with its base branch's stored series (not the single previous point)."""
+    from rich.table import Table
+
+    from tuner.cli import console, user_errors
+    from tuner.pr_check import comment_markdown
+    from tuner.pr_check import pr_check as check
+    from tuner.results import write_text
+
+    with user_errors():
+        checks = check(
+            exports,
+            base,
+            patterns=series or [],
+            base_commit=base_commit,
+            window=window,
+            alpha=alpha,
+            min_change_pct=min_change,
+        )
+    table = Table(title=f"PR vs base ({base})")
+    for column in ("series", "PR", "base", "change", "p worse", "p better", "verdict"):
+        table.add_column(column, justify="left" if column in ("series", "verdict") else "right", overflow="fold")
+    colors = {"regression": "red", "improvement": "green", "unchanged": "default", "no base": "yellow"}
+    for c in checks:
+        base_text = "-" if c.base_mean is None else f"{c.base_mean:.4g} (n={c.base_points})"
+        table.add_row(
+            c.name,
+            f"{c.value:.4g}",
+            base_text,
+            "-" if c.change_pct is None else f"{c.change_pct:+.2f}%",
+            "-" if c.p_worse is None else f"{c.p_worse:.2g}",
+            "-" if c.p_better is None else f"{c.p_better:.2g}",
+            f"[{colors[c.verdict]}]{c.verdict}[/]",
+        )
+    console.print(table)
+    if comment is not None:
+        label = f"the base's stored series (up to {base_commit[:12]})" if base_commit else "the base's stored series"
+        write_text(comment, comment_markdown(checks, base_label=label, alpha=alpha, min_change_pct=min_change))
+        console.print(f"wrote [bold]{comment}[/bold]", soft_wrap=True)
+    if fail_on_regression and any(c.verdict == "regression" for c in checks):
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+def dashboard(
+    exports: Annotated[
+        list[Path], typer.Argument(help="`tuner export bench` files, one per run, oldest first", show_default=False)
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="the PNG to write")] = Path("dashboard.png"),
+    title: Annotated[str, typer.Option(help="the figure's title")] = "host-side performance series",
+) -> None:
+    """Render github-action-benchmark's charts from exported files (one PNG: a chart per series)."""
+    from tuner.cli import console, user_errors
+    from tuner.dashboard import render
+
+    with user_errors():
+        path = render(exports, out, title)
+    console.print(f"wrote [bold]{path}[/bold]", soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``report``, ``compare``, ``export bench`` and ``history`` to ``app``."""
+    """Add ``report``, ``compare``, ``export bench``, ``history``, ``pr-check`` and ``dashboard`` to ``app``."""
     app.command("report")(report)
     app.command("compare")(compare)
     app.command("history")(history)
+    app.command("pr-check")(pr_check)
+    app.command("dashboard")(dashboard)
     export_app = typer.Typer(help="Export results for other tools.", no_args_is_help=True)
     export_app.command("bench")(export_bench)
     app.add_typer(export_app, name="export")

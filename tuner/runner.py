@@ -52,9 +52,10 @@ def rss_growth(repetitions: list[dict[str, Any]]) -> dict[str, dict[str, float]]
     }
 
 
-def run_experiment(experiment: Experiment, console: Console) -> Path:
-    """Start the engine, prove the strategies active, measure the repetitions, write ``run.json``."""
-    run_dir = new_run_dir(experiment.output_dir, experiment.name)
+def run_experiment(experiment: Experiment, console: Console, output: Path | None = None) -> Path:
+    """Start the engine, prove the strategies active, measure the repetitions, write ``run.json`` (or
+    ``output``)."""
+    path = output or new_run_dir(experiment.output_dir, experiment.name) / "run.json"
     with starting_engine(console, experiment.engine.get("model", "")):
         session = open_session(
             experiment.engine,
@@ -93,7 +94,7 @@ def run_experiment(experiment: Experiment, console: Console) -> Path:
         "summary": aggregate(repetitions),
         "memory": rss_growth(repetitions),
     }
-    path = write_json(run_dir / "run.json", record)
+    write_json(path, record)
     console.print(repetitions_table(repetitions, title=f"{experiment.name}: {len(repetitions)} repetitions"))
     console.print(telemetry_table(repetitions[-1]["processes"], title="GC telemetry per process (last repetition)"))
     console.print(f"engine start {session.start_s:.1f} s · wrote [bold]{path}[/bold]")

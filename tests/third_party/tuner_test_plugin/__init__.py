@@ -3,9 +3,29 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from strategies import Param, ProcessContext, Role, Strategy
+
+
+def delay_scheduler_steps(delay_s: Callable[[], float], on_delay: Callable[[], None] = lambda: None) -> None:
+    """Busy-wait ``delay_s()`` seconds in every ``Scheduler.schedule`` call of this process (a host delay of
+    known size: busy, so it costs CPU time like Python overhead does, not an idle sleep)."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    original = Scheduler.schedule
+
+    def schedule(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
+        seconds = delay_s()
+        if seconds:
+            on_delay()
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+        return original(scheduler, *args, **kwargs)
+
+    Scheduler.schedule = schedule  # type: ignore[method-assign]
 
 
 class StepDelay(Strategy):
@@ -26,19 +46,7 @@ class StepDelay(Strategy):
     def install(self) -> None:
         if self._installed:
             return
-        from vllm.v1.core.sched.scheduler import Scheduler
-
-        original = Scheduler.schedule
-
-        def schedule(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.delay_s:
-                self.count("delayed_steps")
-                end = time.perf_counter() + self.delay_s
-                while time.perf_counter() < end:
-                    pass
-            return original(scheduler, *args, **kwargs)
-
-        Scheduler.schedule = schedule  # type: ignore[method-assign]
+        delay_scheduler_steps(lambda: self.delay_s, lambda: self.count("delayed_steps"))
         self._installed = True
 
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:

@@ -1,0 +1,93 @@
+"""`tuner versions` on the CPU engine: cheap virtualenvs holding the same vLLM (tests/venvs.py), one of them with
+a known host delay (the test plugin's ``TUNER_TEST_HOST_DELAY_MS``, set by a ``.pth`` line in that venv only).
+
+Each test runs 6 start pairs (12 engine starts, ~40 s each here: ~8 min), the fewest at which the sign-flip test
+can call a change, and the sign-flip test then calls one only when all 6 start pairs agree. Error rates: at 6
+start pairs the bootstrap CI is narrower than nominal, so the A/A CI misses 1 in about 12% of comparisons
+(simulated: tests/test_versions.py's model, 300 comparisons), while the verdict calls a difference in about 3%:
+the A/A test asserts the verdict.
+The delay (15 ms per ~10 ms step: 5 ms made a 32% slowdown here) is a log ratio of about -0.9 against a
+start-pair SD of about 0.2-0.3 on this shared host (two starts of one install differed by 23%), so one start
+pair comes out above 1 with probability below 0.1%: a miss is a failure of the command, not chance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import TINY_ENGINE
+from tests.venvs import make_venv
+
+pytestmark = pytest.mark.engine
+
+DELAY = 'import os; os.environ["TUNER_TEST_HOST_DELAY_MS"] = "15"'
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("versions")
+    path = root / "exp.yaml"
+    workload = {
+        "num_prompts": 16,
+        "input_len": {"dist": "fixed", "value": 8},
+        "output_len": {"dist": "fixed", "value": 32},
+    }
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "versions",
+                "engine": TINY_ENGINE,
+                "workload": workload,
+                "measure": {"repetitions": 3, "warmup_prompts": 2},
+                "output_dir": str(root / "results"),
+            }
+        )
+    )
+    return path
+
+
+def versions(experiment: Path, *pythons: Path) -> tuple[dict[str, Any], str]:
+    """Run `tuner versions` on ``pythons`` (6 start pairs); its versions.json and its output."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "versions", str(experiment), *map(str, pythons), "--starts", "6"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=1500,
+        check=False,
+    )
+    print(done.stdout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    path = max((experiment.parent / "results").rglob("versions.json"), key=lambda p: p.stat().st_mtime)
+    return json.loads(path.read_text()), done.stdout
+
+
+def test_versions_finds_a_known_host_delay(experiment: Path) -> None:
+    a, slow = make_venv(experiment.parent / "a"), make_venv(experiment.parent / "slow", extra_lines=(DELAY,))
+    record, out = versions(experiment, a, slow)
+    (comparison,) = record["comparisons"]
+    estimate = comparison["estimate"]
+    assert estimate["n"] == 6 and estimate["verdict"] == "worse" and estimate["ci_high"] < 0.95, estimate
+    assert all(r < 1 for r in comparison["start_pair_ratios"])
+    assert comparison["restart_s"]["A"] > comparison["engine_start_s"]["A"] > 0  # interpreter and imports on top
+    assert "B slower" in out
+
+
+def test_versions_aa_between_two_venvs_of_the_same_vllm_calls_no_change(experiment: Path) -> None:
+    """The verdict (the sign-flip p and the CI together) is what is asserted: at 6 start pairs the bootstrap CI
+    alone misses 1 in ~12% of A/A comparisons (it did once here: 0.964 [0.939, 0.985], p = 0.0625, no change
+    called), the verdict in ~3%; the ratio stays within 10% of 1 (~0.5 of the start-pair SD)."""
+    a, a2 = make_venv(experiment.parent / "a-aa"), make_venv(experiment.parent / "a2-aa")
+    record, out = versions(experiment, a, a2)
+    (comparison,) = record["comparisons"]
+    estimate = comparison["estimate"]
+    assert estimate["n"] == 6 and estimate["verdict"] == "no_difference" and not comparison["changed"], estimate
+    assert 0.9 < estimate["ratio"] < 1.1 and "no change called" in out
