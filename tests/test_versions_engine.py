@@ -26,7 +26,7 @@ import yaml
 from tests.conftest import TINY_ENGINE
 from tests.venvs import make_venv
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.slow]  # ~8 min each: `bash scripts/test.sh -m slow`
 
 DELAY = 'import os; os.environ["TUNER_TEST_HOST_DELAY_MS"] = "15"'
 

@@ -102,8 +102,10 @@ def test_every_tuner_command_in_the_workflows_exists(name: str) -> None:
 def test_ci_runs_the_readme_test_command_on_both_pythons() -> None:
     workflow = load_workflow("ci.yml")
     on = triggers(workflow)
-    assert "push" in on and "pull_request" in on
-    (job,) = workflow["jobs"].values()
+    assert "push" in on and "pull_request" in on and "schedule" in on
+    job, slow = workflow["jobs"]["test"], workflow["jobs"]["slow"]
+    assert "if" not in job and "schedule" in slow["if"]  # every push runs the suite; nightly the slow tests too
+    assert any(str(s.get("run", "")).strip() == "bash .ci/run -m slow" for s in slow["steps"])
     assert job["runs-on"] == "ubuntu-latest"
     assert [str(v) for v in job["strategy"]["matrix"]["python-version"]] == ["3.11", "3.12"]
     assert any(str(s.get("run", "")).strip() == "bash .ci/run" for s in job["steps"])
