@@ -89,7 +89,8 @@ def test_pauses_are_classified_and_slow_tokens_joined_with_them(reference: dict[
         assert gc["critical_max_pause_ms"] <= gc["max_pause_ms"] and "pauses" not in gc  # joined, not kept
     tail = reference["tail"]
     assert tail["samples"]["all"] == NUM_PROMPTS * (OUTPUT_LEN - 1)
-    assert 0 < tail["samples"]["p99"] <= tail["samples"]["all"] // 50
+    # At or above p99; the 12 requests' samples of one step can tie, so up to a step's worth beyond 1%.
+    assert 0 < tail["samples"]["p99"] <= tail["samples"]["all"] // 100 + 2 * NUM_PROMPTS
     sources = {row["source"] for row in tail["rows"]}
     assert {"MainProcess", "EngineCore"} <= sources
     timeline = tail["timeline"]

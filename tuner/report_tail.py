@@ -99,7 +99,7 @@ def tail_sections(
     first = next(iter(records.values()))
     thresholds = first["thresholds_ms"]
     keys = [k for k in ("all", "p99", "slo") if k in first["samples"]]
-    names = {"all": "all ITL", "p99": f"ITL > p99 ({thresholds['p99']:.1f} ms)"}
+    names = {"all": "all ITL", "p99": f"ITL ≥ p99 ({thresholds['p99']:.1f} ms)"}
     if "slo" in thresholds:
         names["slo"] = f"ITL > SLO ({thresholds['slo']:.1f} ms)"
     doc.p(
