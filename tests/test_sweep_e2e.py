@@ -116,8 +116,12 @@ def test_sweep_interrupted_then_resumed_without_duplicates(tmp_path: Path) -> No
     assert by_set[("shared_empty_kv_blocks",)]["ratios"]["output_tokens_per_s"]["source"] == "steps"
     assert by_set[("gc_threshold",)]["step_interleave"] is None
     # Then the candidates were confirmed on fresh pairs; winner files exist only for a confirmed winner.
+    # No candidate at all is a legitimate outcome: at 2 pairs a no-op trial's CI lies wholly below 1 a quarter of
+    # the time, and such a trial is not a candidate.
     decision = summary["confirmation"]["decision"]
-    assert decision["rows"] and all(r["confirmation"] is not None for r in decision["rows"])
+    assert all(r["confirmation"] is not None for r in decision["rows"])
+    if not decision["rows"]:
+        assert "no feasible candidate from screening" in decision["reason"] and not summary["winner"]["confirmed"]
     out = tmp_path / "results" / "e2e" / "sweep"
     if summary["winner"]["confirmed"]:
         assert "TUNER_PLUGIN=" in (out / "winner.env").read_text()
