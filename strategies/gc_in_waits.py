@@ -19,11 +19,12 @@ import gc
 from typing import Any
 
 from strategies import wait_points
-from strategies.base import Param, ProcessContext, Role, Strategy
+from strategies.base import Param, ProcessContext, Role
+from strategies.gc_thresholds import ThresholdStrategy
 from strategies.requirements import TESTED_VLLM, Defined
 
 
-class GcInWaits(Strategy):
+class GcInWaits(ThresholdStrategy):
     name = "gc_in_waits"
     description = "Collect garbage inside the waits for the worker or the device; automatic GC only past a ceiling."
     params = (
@@ -56,8 +57,6 @@ class GcInWaits(Strategy):
 
     def __init__(self) -> None:
         super().__init__()
-        self._saved: tuple[int, int, int] | None = None
-        self._applied: tuple[int, int, int] | None = None
         self.min_count = 700
         self.min_generation = 0
         self._long_lived: int | None = None  # objects in gen2 after the last full collection (counted in a wait)
@@ -85,14 +84,10 @@ class GcInWaits(Strategy):
                     f"the {type(ctx.owner).__name__} front-end never blocks on engine output at a patched wait point "
                     "(asyncio or in-process engine): no wait to collect in"
                 )
-        if self._saved is None:
-            self._saved = gc.get_threshold()
-        _, gen1, gen2 = self._saved
         ceiling = params["ceiling_per_seq"] * int(ctx.vllm_config.scheduler_config.max_num_seqs)
         self.min_count = min(params["min_count"], ceiling)
         self.min_generation = params["min_generation"]
-        self._applied = (ceiling, gen1, gen2)
-        gc.set_threshold(*self._applied)
+        self._set_thresholds(ceiling)
         self._long_lived, self._promoted = None, 0
         if self._at_wait not in wait_points.on_wait:
             wait_points.on_wait.append(self._at_wait)
@@ -118,14 +113,9 @@ class GcInWaits(Strategy):
         self.count(f"collected_gen{generation}")
 
     def verify(self, ctx: ProcessContext) -> str | None:
-        if gc.get_threshold() != self._applied:
-            return f"GC thresholds are {gc.get_threshold()}, not the {self._applied} it set (changed by someone else)"
-        return None
+        return self._thresholds_problem()
 
     def revert(self, ctx: ProcessContext) -> None:
         if self._at_wait in wait_points.on_wait:
             wait_points.on_wait.remove(self._at_wait)
-        if self._saved is not None:
-            gc.set_threshold(*self._saved)
-            self._saved = None
-        self._applied = None
+        self._restore_thresholds()

@@ -7,14 +7,14 @@ two. Raising gen0 with the batch size trades collections for memory; this strate
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Strategy
+from strategies.base import Param, ProcessContext
+from strategies.gc_thresholds import ThresholdStrategy
 from strategies.requirements import TESTED_VLLM, Defined
 
 
-class GcThreshold(Strategy):
+class GcThreshold(ThresholdStrategy):
     name = "gc_threshold"
     description = "Scale the GC gen0 threshold with max_num_seqs (gen0 = base + k * max_num_seqs)."
     params = (
@@ -32,32 +32,19 @@ class GcThreshold(Strategy):
         "in each process."
     )
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._saved: tuple[int, int, int] | None = None
-        self._applied: tuple[int, int, int] | None = None
-
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
-        if self._saved is None:
-            self._saved = gc.get_threshold()
         max_num_seqs = _max_num_seqs(ctx.vllm_config)
-        _, g1, g2 = self._saved
-        gen0 = params["base"] + params["gen0_per_seq"] * max_num_seqs
-        self._applied = (gen0, params["gen1"] or g1, params["gen2"] or g2)
-        gc.set_threshold(*self._applied)
+        self._set_thresholds(params["base"] + params["gen0_per_seq"] * max_num_seqs, params["gen1"], params["gen2"])
         self.count("set_threshold")
 
     def verify(self, ctx: ProcessContext) -> str | None:
-        if gc.get_threshold() != self._applied:
-            return f"GC thresholds are {gc.get_threshold()}, not the {self._applied} it set (changed by someone else)"
-        self.count("in_force")
-        return None
+        problem = self._thresholds_problem()
+        if problem is None:
+            self.count("in_force")
+        return problem
 
     def revert(self, ctx: ProcessContext) -> None:
-        if self._saved is not None:
-            gc.set_threshold(*self._saved)
-            self._saved = None
-        self._applied = None
+        self._restore_thresholds()
 
 
 def _max_num_seqs(vllm_config: Any) -> int:
