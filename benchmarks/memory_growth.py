@@ -20,7 +20,7 @@ from tuner.config import Experiment
 from tuner.engine import open_session
 from tuner.environment import environment_record
 from tuner.measure import Workbench
-from tuner.plugin import encode_spec
+from tuner.plugin.protocol import encode_spec
 from tuner.results import write_json
 
 ENGINE = {

@@ -22,8 +22,8 @@ from rich.console import Console
 from benchmarks.paired import ENGINE, paired_runs, throughput_ratio, workbench
 from strategies.wait_points import waiting
 from tuner.environment import environment_record
-from tuner.gc_probe import GcProbe
-from tuner.intervals import IntervalRing
+from tuner.plugin.gc_probe import GcProbe
+from tuner.plugin.intervals import IntervalRing
 from tuner.results import write_json
 
 REFERENCE_STEP_MS = 31.0  # EngineCore's median step on an H100 with vLLM 0.26 (issue #16)

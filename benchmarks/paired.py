@@ -8,7 +8,7 @@ from typing import Any
 from tuner.config import Experiment
 from tuner.engine import open_session
 from tuner.measure import Workbench
-from tuner.plugin import encode_spec
+from tuner.plugin.protocol import encode_spec
 from tuner.stats import mirrored_order, paired_ratio_of_sums
 
 ENGINE = {

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from strategies import ProcessContext, Role, Strategy, registry
 from tests.conftest import TINY_ENGINE
-from tuner import plugin
 from tuner.cli import app
-from tuner.plugin import ENV_VAR, encode_spec
+from tuner.plugin import process as plugin
+from tuner.plugin.protocol import ENV_VAR, encode_spec
 
 
 class NeedsV2Runner(Strategy):

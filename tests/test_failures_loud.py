@@ -32,8 +32,8 @@ from typer.testing import CliRunner
 from tests.conftest import TINY_ENGINE
 from tuner.cli import app
 from tuner.config import Experiment
-from tuner.control_server import MAX_BODY_BYTES, serve_control
 from tuner.engine import EngineError, EngineSession
+from tuner.plugin.control_endpoint import MAX_BODY_BYTES, serve_control
 from tuner.search_space import Search
 from tuner.sweep import BASELINE_ATTR, Sweep, enqueue_missing, open_study, summarize_study, trial_config
 

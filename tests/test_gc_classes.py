@@ -10,8 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from strategies import wait_points
-from tuner.gc_probe import GcProbe, tag_generation, tag_hidden
-from tuner.intervals import IntervalRing
+from tuner.plugin.gc_probe import GcProbe
+from tuner.plugin.intervals import IntervalRing
+from tuner.plugin.protocol import tag_generation, tag_hidden
 
 
 @pytest.fixture

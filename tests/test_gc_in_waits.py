@@ -12,7 +12,7 @@ import pytest
 from strategies import Role, wait_points
 from strategies.base import ProcessContext
 from strategies.gc_in_waits import GcInWaits
-from tuner.gc_probe import GcProbe
+from tuner.plugin.gc_probe import GcProbe
 
 
 def config(backend: str = "mp", async_scheduling: bool = False, max_num_seqs: int = 16) -> Any:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tuner import gc_probe
-from tuner.gc_probe import GcProbe
+from tuner.plugin import gc_probe
+from tuner.plugin.gc_probe import GcProbe
 
 MIB = 1 << 20
 

@@ -21,8 +21,8 @@ from tuner.interleave import (
     step_pairs,
     step_ratio,
 )
-from tuner.interleave_engine import StepInterleaver
 from tuner.measure import Workbench
+from tuner.plugin.step_interleaver import StepInterleaver
 from tuner.stats import paired_ratio
 
 
@@ -213,21 +213,10 @@ def test_a_known_gain_is_confirmed_with_its_size(bench: Workbench) -> None:
     assert effect["ratio"] - 1 <= 1.75 * (known_gain - 1), (known_gain, effect)
 
 
-class _FakeState:
-    """What StepInterleaver needs of the plugin's process state: the strategy switch and the GC probe."""
-
-    def __init__(self) -> None:
-        self.probe = SimpleNamespace(seconds=[0.0])
-        self.switched: list[dict] = []
-
-    def switch(self, strategies: dict) -> None:
-        self.switched.append(strategies)
-
-
 def arm_share_by_phase(block_steps: int, cycle: int, steps: int) -> list[float]:
     """Share of arm A among the steps at each phase of a batch cycle of ``cycle`` steps."""
-    state = _FakeState()
-    interleaver = StepInterleaver(state)  # type: ignore[arg-type]
+    switched: list[dict] = []
+    interleaver = StepInterleaver(switched.append, lambda: 0.0)
     interleaver.start({"A": {}, "B": {}}, block_steps=block_steps, seed=11)
     scheduler = SimpleNamespace(running=[0] * 16, _tuner_scheduled_tokens=16)
     engine_core = SimpleNamespace(scheduler=scheduler)

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from strategies import Role
-from tuner import plugin
-from tuner.plugin import ENV_VAR, encode_spec
+from tuner.plugin import process as plugin
+from tuner.plugin import protocol
+from tuner.plugin.protocol import ENV_VAR, encode_spec
 
 
 def test_a_new_spec_in_the_same_process_replaces_and_reverts_the_old(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,12 +127,13 @@ def test_register_never_raises_into_vllm(monkeypatch: pytest.MonkeyPatch, fresh_
 
 def test_a_failing_hook_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch, fresh_plugin: None) -> None:
     monkeypatch.setenv(ENV_VAR, encode_spec({}))
-    monkeypatch.setattr(plugin, "_install_hooks", lambda: (_ for _ in ()).throw(ImportError("vllm moved a class")))
+    moved = ImportError("vllm moved a class")
+    monkeypatch.setattr(plugin, "install_hooks", lambda current: (_ for _ in ()).throw(moved))
     plugin.register()
     state = plugin.state()
     assert state is not None
     report = state.report()
-    assert "vllm moved a class" in report["errors"][plugin.PLUGIN_ERROR]
+    assert "vllm moved a class" in report["errors"][protocol.PLUGIN_ERROR]
     from tuner.measure import inactive_strategies
 
     assert any("the tuner plugin failed" in p for p in inactive_strategies([report], {}))  # no measurement
@@ -153,12 +155,12 @@ class _DataParallelClient:
         return [{"rank": 0}]
 
     async def _call_utility_async(self, method: str, *args: Any, engine: bytes) -> Any:
-        assert method == plugin.CONTROL_METHOD
+        assert method == protocol.CONTROL_METHOD
         return [{"rank": int.from_bytes(engine, "little")}, {"rank": int.from_bytes(engine, "little"), "worker": 1}]
 
 
 def test_control_reaches_every_data_parallel_rank() -> None:
-    reports = asyncio.run(plugin.control_every_engine(_DataParallelClient(), {"op": "report"}))
+    reports = asyncio.run(protocol.control_every_engine(_DataParallelClient(), {"op": "report"}))
     assert sorted(r["rank"] for r in reports) == [0, 0, 1, 1]
 
 

@@ -28,7 +28,7 @@ from tuner.engine import open_session
 from tuner.engine_args import cli_flags
 from tuner.measure import Workbench
 from tuner.metrics import RequestTiming, summarize
-from tuner.plugin import encode_spec
+from tuner.plugin.protocol import encode_spec
 from tuner.server import ServerSession, record_chunk, server_command, sse_data
 from tuner.workload import RequestSpec
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from tuner.gc_probe import pause_tag
 from tuner.metrics import RequestTiming
+from tuner.plugin.protocol import pause_tag
 from tuner.tail import attribute, overlaps, pooled, tail_record
 
 

@@ -18,7 +18,7 @@ from strategies import strategy_classes
 from strategies.requirements import TESTED_VLLM, admits, installed_root, source_version, unmet
 from strategies.sampler_copy_elision import SamplerCopyElision
 from tests.vllm_sources import gpu_vllm_source
-from tuner.plugin_requirements import REQUIRES as PLUGIN_REQUIRES
+from tuner.plugin.requirements import REQUIRES as PLUGIN_REQUIRES
 
 MATRIX = ("0.26.0", "0.32.0", "0.33.0")  # the gpu extra's floor, the CPU build's release, the newest release
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"

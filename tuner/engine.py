@@ -27,9 +27,14 @@ from tuner import interrupts
 from tuner.config import BUILTIN_DIR, BUILTIN_PREFIX, Sampling, Serve
 from tuner.engine_args import condense
 from tuner.metrics import RequestTiming
-from tuner.plugin import CONTROL_METHOD, ENV_VAR, control_every_engine
-from tuner.plugin import register as register_plugin
-from tuner.plugin import state as plugin_state
+from tuner.plugin.protocol import (
+    CONTROL_METHOD,
+    ENV_VAR,
+    ProcessReport,
+    control_every_engine,
+    load_plugin_here,
+    local_control,
+)
 from tuner.vllm_env import import_vllm, set_quiet_env
 from tuner.workload import RequestSpec
 
@@ -201,7 +206,7 @@ class EngineSession(ABC):
         set_quiet_env()
         os.environ[ENV_VAR] = plugin_spec  # read by the plugin in this process and every child
         if self.local_frontend:
-            register_plugin()  # vLLM loads plugins once per process: a second engine here brings its own spec
+            load_plugin_here()  # vLLM loads plugins once per process: a second engine here brings its own spec
         self.engine_args = engine_args
         self.plugin_spec = plugin_spec
         started, wall = time.perf_counter(), time.time()
@@ -251,7 +256,7 @@ class EngineSession(ABC):
     def vocab_size(self) -> int: ...
 
     @abstractmethod
-    def _engine_control(self, request: dict[str, Any]) -> list[dict[str, Any]]: ...
+    def _engine_control(self, request: dict[str, Any]) -> list[ProcessReport]: ...
 
     @abstractmethod
     def run(
@@ -283,11 +288,11 @@ class EngineSession(ABC):
                 proc.kill()
         psutil.wait_procs(getattr(self, "processes", []), timeout=10)
 
-    def control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+    def control(self, request: dict[str, Any]) -> list[ProcessReport]:
         """Send a plugin control request to every process; one report per process (front-end first)."""
         self.check_alive()
-        local = plugin_state() if self.local_frontend else None
-        reports = [local.handle(request)] if local is not None else []
+        local = local_control(request) if self.local_frontend else None
+        reports = [local] if local is not None else []
         return reports + self._engine_control(request)
 
     def _next_ids(self, n: int) -> list[str]:
@@ -313,7 +318,7 @@ class OfflineSession(EngineSession):
     def vocab_size(self) -> int:
         return int(self.engine.model_config.get_vocab_size())
 
-    def _engine_control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+    def _engine_control(self, request: dict[str, Any]) -> list[ProcessReport]:
         return list(self.engine.engine_core.call_utility(CONTROL_METHOD, request))
 
     def run(
@@ -375,7 +380,7 @@ class StreamingSession(EngineSession):
     def vocab_size(self) -> int:
         return int(self.engine.model_config.get_vocab_size())
 
-    def _engine_control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+    def _engine_control(self, request: dict[str, Any]) -> list[ProcessReport]:
         return self._loop.run(control_every_engine(self.engine.engine_core, request))
 
     def run(

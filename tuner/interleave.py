@@ -1,6 +1,6 @@
 """Step-interleaved A/B comparison inside one running engine (the front-end side and the statistics).
 
-The engine alternates arm A and arm B every ``block_steps`` steps (see :mod:`tuner.interleave_engine`)
+The engine alternates arm A and arm B every ``block_steps`` steps (see :mod:`tuner.plugin.step_interleaver`)
 while the front-end keeps it loaded with offline batches. Each pair of neighbouring blocks gives one ratio
 of mean step time (B/A, settle time included). Only steps of like composition are compared: pure decode
 steps (one token per running request) at the most common batch size; prefill steps and the drain at the end
@@ -18,6 +18,7 @@ from typing import Any
 
 from tuner.measure import Workbench
 from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
+from tuner.plugin.protocol import ProcessReport
 from tuner.stats import RatioEstimate, is_settled, paired_ratio_of_sums
 
 BlockSum = tuple[int, float]  # comparable steps, their seconds (settle included)
@@ -159,8 +160,8 @@ def step_pairs(
     return [(b[0], b[1], a[0], a[1]) for a, b in result.sums]
 
 
-def _drain(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [b for r in reports if r.get("interleave") for b in r["interleave"].get("blocks", [])]
+def _drain(reports: list[ProcessReport]) -> list[dict[str, Any]]:
+    return [b for r in reports for b in (r.get("interleave") or {}).get("blocks", [])]
 
 
 def _estimate(blocks: list[dict[str, Any]], block_steps: int, resolution: float) -> InterleaveResult:

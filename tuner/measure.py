@@ -10,7 +10,7 @@ from strategies import Role, strategy_classes
 from tuner.config import Experiment
 from tuner.engine import EngineSession
 from tuner.metrics import summarize
-from tuner.plugin import PLUGIN_ERROR
+from tuner.plugin.protocol import PLUGIN_ERROR, ProcessReport
 from tuner.tail import attribute
 from tuner.workload import RequestSpec, arrival_offsets, build_requests
 
@@ -19,7 +19,7 @@ class StrategyNotActive(RuntimeError):
     """A requested strategy is not active in a process where it belongs: every number would be a lie."""
 
 
-def inactive_strategies(reports: list[dict[str, Any]], requested: dict[str, dict[str, Any]]) -> list[str]:
+def inactive_strategies(reports: list[ProcessReport], requested: dict[str, dict[str, Any]]) -> list[str]:
     """Why each requested strategy is not active where it belongs (empty when all are), and any process whose
     plugin failed (vLLM then runs without it, so nothing it reports can be trusted)."""
     problems = [
@@ -42,7 +42,7 @@ def inactive_strategies(reports: list[dict[str, Any]], requested: dict[str, dict
     return problems
 
 
-def idle_strategies(reports: list[dict[str, Any]], requested: dict[str, dict[str, Any]]) -> list[str]:
+def idle_strategies(reports: list[ProcessReport], requested: dict[str, dict[str, Any]]) -> list[str]:
     """Requested strategies whose counters did not move in a process where they are active: reported active, but
     their patched path never ran (or their state was not verified) during the repetition just measured."""
     return [
@@ -54,7 +54,7 @@ def idle_strategies(reports: list[dict[str, Any]], requested: dict[str, dict[str
     ]
 
 
-def check_active(reports: list[dict[str, Any]], requested: dict[str, dict[str, Any]], *, moved: bool = False) -> None:
+def check_active(reports: list[ProcessReport], requested: dict[str, dict[str, Any]], *, moved: bool = False) -> None:
     """Raise :class:`StrategyNotActive` unless every requested strategy is active where it belongs (and, after a
     measured repetition, ``moved``: proved active by its counters)."""
     problems = inactive_strategies(reports, requested) + (idle_strategies(reports, requested) if moved else [])
@@ -79,7 +79,7 @@ class Workbench:
             warm = build_requests(self.experiment.workload, self.session.vocab_size(), count=count, seed_offset=7)
             self.session.run(warm, [0.0] * count, self.experiment.workload.sampling)
 
-    def switch(self, strategies: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    def switch(self, strategies: dict[str, dict[str, Any]]) -> list[ProcessReport]:
         reports = self.session.control({"op": "switch", "strategies": strategies})
         check_active(reports, strategies)
         self.strategies = strategies

@@ -18,6 +18,7 @@ from typing import Any
 
 from tuner.measure import Workbench
 from tuner.metrics import HIGHER_IS_BETTER, flat_metrics
+from tuner.plugin.protocol import ProcessReport
 from tuner.search_space import Objective, Pairs
 from tuner.stats import RatioEstimate, is_settled, mirrored_order, paired_ratio, paired_ratio_of_sums
 
@@ -106,7 +107,7 @@ def measure_pairs(
     return arms
 
 
-def step_interleavable(strategies: dict[str, dict[str, Any]], reports: list[dict[str, Any]]) -> bool:
+def step_interleavable(strategies: dict[str, dict[str, Any]], reports: list[ProcessReport]) -> bool:
     """Whether in-engine interleaving sees the whole effect: every strategy switches per step and every
     process it touches is the EngineCore process itself (a uni executor), where the steps are switched."""
     from strategies import strategy_classes

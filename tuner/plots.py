@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
-from tuner.gc_probe import tag_hidden
+from tuner.plugin.protocol import tag_hidden
 
 DPI = 110
 VERDICT_COLORS = {

@@ -14,7 +14,7 @@ from tuner.engine import open_session, resolve_engine_args
 from tuner.environment import environment_record
 from tuner.measure import Workbench
 from tuner.metrics import flat_metrics
-from tuner.plugin import encode_spec
+from tuner.plugin.protocol import encode_spec
 from tuner.progress import progress_bars, starting_engine
 from tuner.results import RUN_SCHEMA, new_run_dir, write_json
 from tuner.tables import repetitions_table, telemetry_table

@@ -3,7 +3,7 @@
 - :class:`ServerSession` starts ``vllm serve`` (:mod:`tuner.serve_entry`) with the plugin enabled, so
   strategies apply in the API server, EngineCore and every worker, waits for ``/health``, and reaches the plugin
   through the loopback control endpoint the plugin opens in the API-server process
-  (:mod:`tuner.control_server`). It always stops the server and everything it spawned, also after Ctrl-C or a
+  (:mod:`tuner.plugin.control_endpoint`). It always stops the server and everything it spawned, also after Ctrl-C or a
   failed trial.
 - :class:`EndpointSession` measures a server someone else started, from outside: throughput and latencies, but
   no strategies and no per-process telemetry.
@@ -32,7 +32,7 @@ from tuner.config import Sampling, Serve
 from tuner.engine import EngineError, EngineSession, Progress, drive_requests
 from tuner.engine_args import cli_flags
 from tuner.metrics import RequestTiming
-from tuner.plugin import ENV_VAR
+from tuner.plugin.protocol import ENV_VAR, ProcessReport
 from tuner.workload import RequestSpec
 
 MODEL_NAME = "tuner-model"  # the served model name when the engine args do not set one
@@ -240,7 +240,7 @@ class ServerSession(HttpSession):
             self.control_port = int(self.port_file.read_text())
         return f"http://{HOST}:{self.control_port}/control"
 
-    def _engine_control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+    def _engine_control(self, request: dict[str, Any]) -> list[ProcessReport]:
         url = self._control_url()
         headers = {"Authorization": f"Bearer {self.control_token}"}
         try:
@@ -284,7 +284,7 @@ class EndpointSession(HttpSession):
             raise EngineError(f"{self.url} serves no model")
         self.model_name = models[0]
 
-    def _engine_control(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+    def _engine_control(self, request: dict[str, Any]) -> list[ProcessReport]:
         return []  # no plugin of ours there: no per-process reports
 
     def _stop(self) -> None:

@@ -746,7 +746,7 @@ def mirrored_order(n_pairs: int, *, seed: int) -> list[bool]:
     Both blocks of every pair then follow the same arm, so residue an arm leaves behind (garbage, caches) hits
     the two arms of a pair alike and cancels; with independent random AB/BA order the reference follows the
     trial 3/4 of the time and the ratio is biased by half the carry-over. For runs (step blocks inside EngineCore
-    keep a random order: :mod:`tuner.interleave_engine` says what mirrored blocks did there); the order of n
+    keep a random order: :mod:`tuner.plugin.step_interleaver` says what mirrored blocks did there); the order of n
     pairs is a prefix of the order of more pairs with the same seed, so it extends batch by batch. With one
     random bit per sequence the sign-flip test no longer rests on randomized order but on the arms being
     exchangeable within a pair under no effect (simulated in tests/test_verdicts_sim.py).

@@ -50,7 +50,7 @@ from tuner.interleave import interleaved_comparison, step_pairs, step_ratio
 from tuner.measure import Workbench
 from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
 from tuner.pairing import Arms, measure_pairs, step_interleavable
-from tuner.plugin import encode_spec
+from tuner.plugin.protocol import encode_spec
 from tuner.progress import progress_bars
 from tuner.search_space import (
     Pairs,

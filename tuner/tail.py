@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from tuner.gc_probe import tag_generation, tag_hidden
 from tuner.metrics import RequestTiming
+from tuner.plugin.protocol import Intervals, ProcessReport, tag_generation, tag_hidden
 
 TIMELINE_MARGIN_S = 0.25  # around the slowest token: a few dozen steps on a GPU, a few on this CPU
 TIMELINE_TOKENS = 20  # the slowest inter-token samples drawn in the window
@@ -52,7 +52,7 @@ def overlaps(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarra
     return valid & (hi[np.clip(last, 0, None)] > starts)
 
 
-def _intervals(record: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _intervals(record: Intervals | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not record or not record["start"]:
         return np.empty(0), np.empty(0), np.empty(0, dtype=int)
     start = np.asarray(record["start"], dtype=float)
@@ -60,7 +60,7 @@ def _intervals(record: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray, n
     return start[order], np.asarray(record["end"], dtype=float)[order], np.asarray(record["tag"], dtype=int)[order]
 
 
-def _pause_groups(process: dict[str, Any]) -> list[tuple[str, np.ndarray, np.ndarray]]:
+def _pause_groups(process: ProcessReport) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(label, starts, ends) per generation and class of one process's pauses, plus all its critical ones."""
     start, end, tag = _intervals(process["gc"].get("pauses"))
     critical = np.array([not tag_hidden(t) for t in tag], dtype=bool)
@@ -75,7 +75,7 @@ def _pause_groups(process: dict[str, Any]) -> list[tuple[str, np.ndarray, np.nda
 
 
 def attribute(
-    timings: list[RequestTiming], processes: list[dict[str, Any]], slo_token_ms: float | None = None
+    timings: list[RequestTiming], processes: list[ProcessReport], slo_token_ms: float | None = None
 ) -> dict[str, Any] | None:
     """The attribution of one repetition (None without a shared clock or inter-token samples)."""
     starts, ends, owners = itl_samples(timings)
@@ -123,7 +123,7 @@ def _timeline(
     ends: np.ndarray,
     owners: np.ndarray,
     itl_ms: np.ndarray,
-    processes: list[dict[str, Any]],
+    processes: list[ProcessReport],
     steps: tuple[np.ndarray, np.ndarray],
 ) -> dict[str, Any]:
     """One window around the slowest token: its steps, every process's pauses and its slowest tokens (seconds from

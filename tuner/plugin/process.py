@@ -1,48 +1,27 @@
-"""The ``vllm.general_plugins`` entry point: the tuner's code inside every vLLM process.
+"""The plugin's state in one vLLM process: strategies applied at each role's ready point, telemetry, control.
 
-vLLM calls :func:`register` in process 0, in EngineCore and in every worker (spawned or forked). It does
-nothing unless the environment variable ``TUNER_PLUGIN`` holds a JSON spec::
-
-    {"strategies": {"gc_threshold": {"gen0_per_seq": 8}},   # applied when each process is ready
-     "install": ["gc_freeze"]}                                # also patched, so it can be switched on later
-
-With a spec it installs the GC probe, hooks the points where each process becomes ready (front-end engine
-built, EngineCore built, worker warmed up), applies the requested strategies there, and adds the control
-method ``tuner_control`` to ``EngineCore`` (a utility call) and to the worker base class (``collective_rpc``)
-so that a running engine can be asked for telemetry and switched between strategy sets.
-
-To enable a strategy set in production ``vllm serve``, install this package and export the same variable::
-
-    TUNER_PLUGIN='{"strategies": {"gc_threshold": {"gen0_per_seq": 8}}}' vllm serve MODEL
+One :class:`ProcessState` per process and spec (see :mod:`tuner.plugin` for the spec); a forked child starts its
+own from the same spec. Reports go out as :class:`tuner.plugin.protocol.ProcessReport`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import multiprocessing
 import os
-import time
-from collections.abc import Callable
 from typing import Any
 
 from strategies import ProcessContext, Role, Strategy, wait_points
 from strategies import get as get_strategy
-from tuner.gc_probe import GcProbe
-from tuner.interleave_engine import StepInterleaver
-from tuner.intervals import IntervalRing
+from tuner.plugin.gc_probe import GcProbe
+from tuner.plugin.hooks import install_hooks
+from tuner.plugin.intervals import IntervalRing
+from tuner.plugin.protocol import ENV_VAR, PLUGIN_ERROR, ProcessReport, offer_local_control
+from tuner.plugin.step_interleaver import StepInterleaver
 
-ENV_VAR = "TUNER_PLUGIN"
 RAY_COPY_VAR = "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"
-CONTROL_METHOD = "tuner_control"
 logger = logging.getLogger("tuner.plugin")
-
-
-def encode_spec(strategies: dict[str, dict[str, Any]], install: list[str] | None = None) -> str:
-    """The ``TUNER_PLUGIN`` value that applies ``strategies`` and can later switch to any of ``install``."""
-    names = sorted(set(strategies) | set(install or ()))
-    return json.dumps({"strategies": strategies, "install": names}, sort_keys=True)
 
 
 class ProcessState:
@@ -60,7 +39,7 @@ class ProcessState:
         self.probe = GcProbe()
         self.steps = IntervalRing()  # EngineCore's engine steps (tag: scheduled tokens), for the tail-latency join
         self.telemetry = True  # GC timing and step intervals; off only to measure what they cost
-        self.interleaver = StepInterleaver(self)
+        self.interleaver = StepInterleaver(self.switch, lambda: sum(self.probe.seconds))
 
     def install(self) -> None:
         self.probe.install()
@@ -101,10 +80,10 @@ class ProcessState:
                 self._apply(strategy, context, params)
         if role is Role.FRONTEND and self.spec.get("control"):
             # A server front-end (`vllm serve`) is reached over a loopback control endpoint.
-            from tuner.control_server import start_control_server
+            from tuner.plugin.control_endpoint import start_control_endpoint
 
             try:
-                start_control_server(self, owner, self.spec["control"])
+                start_control_endpoint(self.handle, owner, self.spec["control"])
             except (OSError, RuntimeError) as exc:  # e.g. a second API-server process: another one serves it
                 logger.error("tuner: no control endpoint in this process: %s", exc)
 
@@ -125,6 +104,7 @@ class ProcessState:
         """Undo this state's strategies and telemetry in this process (a new engine brings a new spec)."""
         self.switch({})
         self.probe.uninstall()
+        offer_local_control(None)
 
     def context_for(self, strategy: Strategy) -> ProcessContext | None:
         return next((self.contexts[r] for r in Role if r in strategy.roles and r in self.contexts), None)
@@ -161,7 +141,7 @@ class ProcessState:
                 self.errors[name] = problem
                 del self.active[name]
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> ProcessReport:
         return {
             "pid": os.getpid(),
             "process_name": multiprocessing.current_process().name,
@@ -174,7 +154,7 @@ class ProcessState:
             "steps": self.steps.export() if Role.ENGINE_CORE in self.contexts else None,
         }
 
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, request: dict[str, Any]) -> ProcessReport:
         """Serve one control request: ``{"op": "report"|"reset"|"switch"|"telemetry"|"interleave_*", ...}``."""
         op = request.get("op")
         interleave = None
@@ -222,9 +202,6 @@ def state() -> ProcessState | None:
     return _state
 
 
-PLUGIN_ERROR = "plugin"  # the key of the plugin's own failure in a process report's errors
-
-
 def register() -> None:
     """vLLM entry point (``vllm.general_plugins``): no-op without ``TUNER_PLUGIN`` or when its spec is in force.
 
@@ -260,8 +237,9 @@ def _register() -> None:
         _state.retire()
     _state = ProcessState(spec)
     _copy_to_ray_actors()
-    _install_hooks()
+    install_hooks(state)
     _state.install()
+    offer_local_control(_state.handle)
 
 
 def _after_fork_in_child() -> None:
@@ -290,128 +268,3 @@ def _copy_to_ray_actors() -> None:
     listed = [name.strip() for name in os.environ.get(RAY_COPY_VAR, "").split(",") if name.strip()]
     if ENV_VAR not in listed:
         os.environ[RAY_COPY_VAR] = ",".join([*listed, ENV_VAR])
-
-
-def _current() -> ProcessState:
-    assert _state is not None, "tuner hooks run only after register()"
-    return _state
-
-
-def _hook(cls: type, method: str, callback: Callable[[Any], None], *, before: bool = False) -> None:
-    """Run ``callback(self)`` after (or before) ``cls.method``, only where ``cls`` itself defines it."""
-    original = cls.__dict__.get(method)
-    if original is None or getattr(original, "_tuner_hooked", False):
-        return
-
-    def hooked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if before:
-            callback(self)
-        result = original(self, *args, **kwargs)
-        if not before:
-            callback(self)
-        return result
-
-    hooked._tuner_hooked = True  # type: ignore[attr-defined]
-    hooked.__wrapped__ = original  # type: ignore[attr-defined]
-    setattr(cls, method, hooked)
-
-
-async def control_every_engine(core_client: Any, request: dict[str, Any]) -> list[dict[str, Any]]:
-    """``tuner_control`` on every EngineCore an async client manages, their reports concatenated.
-
-    With data parallelism vLLM's client sends a utility call to every engine but returns only engine 0's answer
-    (``DPLBAsyncMPClient.call_utility_async``), so telemetry and the activity check would see one rank: each
-    engine is asked on its own here.
-    """
-    engines = list(getattr(core_client, "core_engines", None) or [])
-    call_one = getattr(core_client, "_call_utility_async", None)
-    if len(engines) > 1 and call_one is not None:
-        answers = await asyncio.gather(*(call_one(CONTROL_METHOD, request, engine=e) for e in engines))
-        return [report for answer in answers for report in answer]
-    return list(await core_client.call_utility_async(CONTROL_METHOD, request))
-
-
-def _engine_core_control(engine_core: Any, request: dict[str, Any]) -> list[dict[str, Any]]:
-    """``EngineCore.tuner_control``: this process's report plus every worker's."""
-    process = _current()
-    reports = [process.handle(request)]
-    if Role.WORKER not in process.contexts:  # workers live in their own processes (mp executor)
-        reports += engine_core.model_executor.collective_rpc(CONTROL_METHOD, args=(request,))
-    return reports
-
-
-def _worker_control(worker: Any, request: dict[str, Any]) -> dict[str, Any]:
-    return _current().handle(request)
-
-
-def _wrap_steps(engine_core_cls: type) -> None:
-    """Route every engine step through the interleaver, and note each step's scheduled tokens."""
-    from vllm.v1.core.sched.scheduler import Scheduler
-
-    for method in ("step", "step_with_batch_queue"):
-        original = engine_core_cls.__dict__.get(method)
-        if original is None or getattr(original, "_tuner_hooked", False):
-            continue
-
-        def stepped(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            if _state is None:
-                return _original(self, *args, **kwargs)
-            started = time.monotonic()
-            result = _state.interleaver.around_step(self, lambda: _original(self, *args, **kwargs))
-            if _state.telemetry:
-                _state.steps.add(started, time.monotonic(), int(getattr(self.scheduler, "_tuner_scheduled_tokens", 0)))
-            return result
-
-        stepped._tuner_hooked = True  # type: ignore[attr-defined]
-        setattr(engine_core_cls, method, stepped)
-    schedule = Scheduler.schedule
-    if not getattr(schedule, "_tuner_hooked", False):
-
-        def scheduled(self: Any, *args: Any, **kwargs: Any) -> Any:
-            output = schedule(self, *args, **kwargs)
-            self._tuner_scheduled_tokens = output.total_num_scheduled_tokens
-            return output
-
-        scheduled._tuner_hooked = True  # type: ignore[attr-defined]
-        Scheduler.schedule = scheduled  # type: ignore[method-assign]
-
-
-def _install_hooks() -> None:
-    """Hook vLLM's classes once per process; the hooks act on whichever state is current."""
-
-    def ready(role: Role) -> Callable[[Any], None]:
-        def on_ready(owner: Any) -> None:
-            if _state is None:
-                return
-            try:
-                _state.on_ready(role, getattr(owner, "vllm_config", None), owner)
-            except Exception as exc:  # never into vLLM's start-up: reported, and the tuner refuses to measure
-                logger.error("tuner: the %s ready hook failed: %s: %s", role.value, type(exc).__name__, exc)
-                _state.errors[PLUGIN_ERROR] = f"the {role.value} ready hook failed: {type(exc).__name__}: {exc}"
-
-        return on_ready
-
-    from vllm.v1.engine import core
-    from vllm.v1.engine.core import EngineCore
-    from vllm.v1.worker.worker_base import WorkerBase
-
-    # In-process engines are ready after __init__; a spawned EngineCore loads this plugin from inside its
-    # own __init__ (too late to wrap it), so it becomes ready when its busy loop starts.
-    _hook(EngineCore, "__init__", ready(Role.ENGINE_CORE))
-    _wrap_steps(EngineCore)
-    for cls_name in ("EngineCoreProc", "DPEngineCoreProc"):
-        if hasattr(core, cls_name):
-            _hook(getattr(core, cls_name), "run_busy_loop", ready(Role.ENGINE_CORE), before=True)
-    EngineCore.tuner_control = _engine_core_control  # type: ignore[attr-defined]
-    WorkerBase.tuner_control = _worker_control  # type: ignore[attr-defined]
-    for module, cls_name in (("vllm.v1.worker.gpu_worker", "Worker"), ("vllm.v1.worker.cpu_worker", "CPUWorker")):
-        try:
-            cls = getattr(__import__(module, fromlist=[cls_name]), cls_name)
-        except Exception:  # not importable on this platform
-            continue
-        _hook(cls, "compile_or_warm_up_model", ready(Role.WORKER))
-    from vllm.v1.engine.async_llm import AsyncLLM
-    from vllm.v1.engine.llm_engine import LLMEngine
-
-    for cls in (LLMEngine, AsyncLLM):
-        _hook(cls, "__init__", ready(Role.FRONTEND))

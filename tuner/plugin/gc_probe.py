@@ -30,7 +30,8 @@ from typing import Any
 import psutil
 
 from strategies import wait_points
-from tuner.intervals import IntervalRing
+from tuner.plugin.intervals import IntervalRing
+from tuner.plugin.protocol import PAUSE_EDGES_MS, PAUSE_KINDS, GcSnapshot, PauseClassSnapshot, pause_tag
 
 CLEAR_REFS = Path("/proc/self/clear_refs")
 STATUS = Path("/proc/self/status")
@@ -56,24 +57,6 @@ def vm_hwm_bytes() -> int | None:
     return None
 
 
-# Upper bucket edges of the pause histogram, in milliseconds (the last bucket is open-ended).
-PAUSE_EDGES_MS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
-HIDDEN_TAG = 4  # an interval's tag: generation + HIDDEN_TAG when the pause was hidden
-KINDS = ("critical", "hidden")  # "overran": the hidden pauses after which the wait returned at once
-
-
-def pause_tag(generation: int, hidden: bool) -> int:
-    return generation + (HIDDEN_TAG if hidden else 0)
-
-
-def tag_generation(tag: int) -> int:
-    return tag % HIDDEN_TAG
-
-
-def tag_hidden(tag: int) -> bool:
-    return tag >= HIDDEN_TAG
-
-
 class PauseClass:
     """Collections of one class (critical or hidden): count, seconds and longest pause per generation."""
 
@@ -89,7 +72,7 @@ class PauseClass:
         self.seconds[generation] += pause
         self.max_s[generation] = max(self.max_s[generation], pause)
 
-    def snapshot(self, wall: float) -> dict[str, Any]:
+    def snapshot(self, wall: float) -> PauseClassSnapshot:
         total = sum(self.seconds)
         return {
             "collections": list(self.collections),
@@ -133,7 +116,7 @@ class GcProbe:
         self.collected = 0
         self.max_pause_s = 0.0
         self.histogram = [0] * (len(PAUSE_EDGES_MS) + 1)
-        self.classes = {kind: PauseClass() for kind in (*KINDS, "overran")}
+        self.classes = {kind: PauseClass() for kind in (*PAUSE_KINDS, "overran")}
         self.pauses.clear()
         self.windowed_peak = reset_peak_rss()
 
@@ -148,7 +131,7 @@ class GcProbe:
         started, self._started_at = self._started_at, None
         pause = ended - started
         generation = min(int(info.get("generation", 0)), 2)
-        self.classes[KINDS[self._hidden]].add(generation, pause)
+        self.classes[PAUSE_KINDS[self._hidden]].add(generation, pause)
         if self._hidden:
             self._last_hidden = (generation, pause)
             wait_points.pause_ended(ended)
@@ -159,7 +142,7 @@ class GcProbe:
         self.max_pause_s = max(self.max_pause_s, pause)
         self.histogram[bisect.bisect_left(PAUSE_EDGES_MS, pause * 1e3)] += 1
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> GcSnapshot:
         """The window so far as JSON-ready data."""
         wall = time.monotonic() - self.window_start
         total = sum(self.seconds)
@@ -173,7 +156,9 @@ class GcProbe:
             "gc_share": total / wall if wall > 0 else 0.0,
             "max_pause_ms": self.max_pause_s * 1e3,
             "collected_objects": self.collected,
-            **classes,
+            "critical": classes["critical"],
+            "hidden": classes["hidden"],
+            "overran": classes["overran"],
             "gc_critical_share": classes["critical"]["share"],
             "critical_max_pause_ms": max(classes["critical"]["max_pause_ms"]),
             "pauses": self.pauses.export(),

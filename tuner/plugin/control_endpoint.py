@@ -2,7 +2,7 @@
 
 A server's EngineCore is reachable only from the process that built its ``AsyncLLM``, so when the tuner starts
 a server it asks the plugin (``control`` in ``TUNER_PLUGIN``) to open ``POST http://127.0.0.1:PORT/control``
-there. The body is a control request (see :meth:`tuner.plugin.ProcessState.handle`); the answer is a JSON list
+there. The body is a control request (see :data:`tuner.plugin.protocol.ControlOp`); the answer is a JSON list
 of reports: the API server's first, then EngineCore's and every worker's.
 
 Only the tuner that started the server can use it:
@@ -27,12 +27,12 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from tuner.plugin import ProcessState
+from tuner.plugin.protocol import ProcessReport, control_every_engine
 
 HOST = "127.0.0.1"
 ENGINE_TIMEOUT_S = 120.0
@@ -110,18 +110,18 @@ def serve_control(token: str, port_file: Path, answer: Any) -> ThreadingHTTPServ
     return server
 
 
-def start_control_server(state: ProcessState, engine: Any, control: dict[str, Any]) -> ThreadingHTTPServer:
-    """Serve control requests for ``state`` (this process) and ``engine`` (an ``AsyncLLM``).
+def start_control_endpoint(
+    handle: Callable[[dict[str, Any]], ProcessReport], engine: Any, control: dict[str, Any]
+) -> ThreadingHTTPServer:
+    """Serve control requests for this process (``handle``) and ``engine`` (an ``AsyncLLM``).
 
     Must be called on the server's event loop (from ``AsyncLLM.__init__``): EngineCore utility calls are
     scheduled on that loop from the HTTP thread.
     """
-    from tuner.plugin import control_every_engine
-
     loop = asyncio.get_running_loop()
 
-    def answer(request: dict[str, Any]) -> list[dict[str, Any]]:
-        reports = [state.handle(request)]
+    def answer(request: dict[str, Any]) -> list[ProcessReport]:
+        reports = [handle(request)]
         call = control_every_engine(engine.engine_core, request)
         return reports + asyncio.run_coroutine_threadsafe(call, loop).result(timeout=ENGINE_TIMEOUT_S)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from array import array
 
+from tuner.plugin.protocol import Intervals
+
 DEFAULT_CAPACITY = 65_536  # ~1.3 MB per ring: minutes of steps or collections at several hundred per second
 
 
@@ -39,7 +41,7 @@ class IntervalRing:
     def dropped(self) -> int:
         return max(0, self.recorded - self.capacity)
 
-    def export(self) -> dict[str, list[float] | list[int] | int]:
+    def export(self) -> Intervals:
         """The kept intervals, oldest first, as JSON-ready columns."""
         n = min(self.recorded, self.capacity)
         first = (self._next - n) % self.capacity

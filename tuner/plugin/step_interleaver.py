@@ -18,17 +18,16 @@ import gc
 import random
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from tuner.plugin import ProcessState
+from typing import Any
 
 
 class StepInterleaver:
     """Runs inside EngineCore; ``around_step`` wraps every engine step."""
 
-    def __init__(self, state: ProcessState) -> None:
-        self.state = state
+    def __init__(self, switch: Callable[[dict[str, dict[str, Any]]], None], gc_seconds: Callable[[], float]) -> None:
+        """``switch`` puts a strategy set in force in this process; ``gc_seconds`` is its GC time so far."""
+        self.switch = switch
+        self.gc_seconds = gc_seconds
         self.active = False
 
     def start(self, arms: dict[str, dict[str, dict[str, Any]]], block_steps: int, seed: int) -> None:
@@ -43,7 +42,7 @@ class StepInterleaver:
     def stop(self) -> dict[str, Any]:
         drained = self.drain()
         self.active = False
-        self.state.switch({})
+        self.switch({})
         return drained
 
     def _new_pair(self) -> None:
@@ -53,7 +52,7 @@ class StepInterleaver:
 
     def _open_block(self) -> None:
         arm = self.order[self.position]
-        self.state.switch(self.arms[arm])
+        self.switch(self.arms[arm])
         self.block: dict[str, Any] = {
             "pair": self.pair,
             "arm": arm,
@@ -69,7 +68,7 @@ class StepInterleaver:
             return step()
         scheduler = engine_core.scheduler
         running = len(getattr(scheduler, "running", ()))
-        gc_before = sum(self.state.probe.seconds)
+        gc_before = self.gc_seconds()
         started = time.perf_counter()
         result = step()
         elapsed = time.perf_counter() - started
@@ -80,7 +79,7 @@ class StepInterleaver:
         block["dt"].append(elapsed)
         block["running"].append(running)
         block["tokens"].append(tokens)
-        block["gc_s"].append(sum(self.state.probe.seconds) - gc_before)
+        block["gc_s"].append(self.gc_seconds() - gc_before)
         if len(block["dt"]) >= self.block_steps:
             self._close_block()
         return result

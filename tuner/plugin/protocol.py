@@ -1,0 +1,169 @@
+"""What the tuner and its plugin inside vLLM's processes agree on: the only plugin module the tuner side imports.
+
+The tuner hands the plugin a spec through an environment variable (:data:`ENV_VAR`, made by :func:`encode_spec`),
+reaches every process with control requests (:data:`CONTROL_METHOD`, :func:`control_every_engine`) and gets one
+:class:`ProcessReport` per process back. Everything here is plain data and small functions: importing it loads
+neither vLLM nor the plugin's hooks, so the tuner side never runs plugin code by accident.
+
+The one place both sides share a process is a front-end that vLLM runs inside the tuner (offline and streaming
+modes): the tuner loads the plugin there as vLLM does, through its entry point (:func:`load_plugin_here`), and the
+plugin offers that process's report through :func:`local_control`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any, Literal, NotRequired, TypedDict
+
+ENV_VAR = "TUNER_PLUGIN"
+"""Holds the JSON spec in every vLLM process: ``{"strategies": {...}, "install": [...], "control": {...}}``."""
+CONTROL_METHOD = "tuner_control"
+"""The EngineCore utility method and worker RPC that serve control requests."""
+PLUGIN_ERROR = "plugin"
+"""The key of the plugin's own failure in a report's ``errors``: the tuner refuses to measure such an engine."""
+ENTRY_POINT_GROUP = "vllm.general_plugins"
+ENTRY_POINT_NAME = "tuner"
+
+ControlOp = Literal["report", "reset", "switch", "telemetry", "interleave_start", "interleave_drain", "interleave_stop"]
+"""``report``: telemetry since the last ``reset``; ``switch``: to ``strategies``; ``telemetry``: GC timers on or
+off (``enabled``); ``interleave_*``: step-level A/B blocks in EngineCore (``a``, ``b``, ``block_steps``, ``seed``)."""
+
+# Upper bucket edges of the GC pause histogram, in milliseconds (the last bucket is open-ended).
+PAUSE_EDGES_MS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
+HIDDEN_TAG = 4  # a pause interval's tag: generation + HIDDEN_TAG when the pause was hidden
+PAUSE_KINDS = ("critical", "hidden")  # "overran": the hidden pauses after which the wait returned at once
+
+
+def pause_tag(generation: int, hidden: bool) -> int:
+    """The tag of a GC pause interval: its generation, plus :data:`HIDDEN_TAG` when it was hidden."""
+    return generation + (HIDDEN_TAG if hidden else 0)
+
+
+def tag_generation(tag: int) -> int:
+    return tag % HIDDEN_TAG
+
+
+def tag_hidden(tag: int) -> bool:
+    return tag >= HIDDEN_TAG
+
+
+class Intervals(TypedDict):
+    """A ring of time intervals (``time.monotonic``), oldest first; ``dropped`` were overwritten."""
+
+    start: list[float]
+    end: list[float]
+    tag: list[int]
+    dropped: int
+
+
+class PauseClassSnapshot(TypedDict):
+    """Collections of one class (critical, hidden or overran), per generation."""
+
+    collections: list[int]
+    seconds: list[float]
+    max_pause_ms: list[float]
+    total_s: float
+    share: float
+
+
+class PauseHistogram(TypedDict):
+    edges_ms: list[float]
+    counts: list[int]
+
+
+class GcSnapshot(TypedDict):
+    """One process's GC telemetry and memory for the window since the last ``reset``."""
+
+    window_s: float
+    collections: list[int]
+    gc_seconds: list[float]
+    gc_total_s: float
+    gc_share: float
+    max_pause_ms: float
+    collected_objects: int
+    critical: PauseClassSnapshot
+    hidden: PauseClassSnapshot
+    overran: PauseClassSnapshot
+    gc_critical_share: float
+    critical_max_pause_ms: float
+    pauses: NotRequired[Intervals]  # joined with request timings by the tuner, not kept in run.json
+    pause_histogram: PauseHistogram
+    threshold: list[int]
+    freeze_count: int
+    tracked_objects: int | None
+    rss_bytes: int
+    peak_rss_bytes: int
+    peak_rss_scope: Literal["window", "lifetime"]
+
+
+class _ProcessReportBase(TypedDict):
+    pid: int
+    process_name: str
+    roles: list[str]
+    forked: bool
+    active: dict[str, dict[str, Any]]
+    errors: dict[str, str]
+    counters: dict[str, dict[str, int]]
+    gc: GcSnapshot
+    steps: NotRequired[Intervals | None]  # joined with request timings by the tuner, not kept in run.json
+
+
+class ProcessReport(_ProcessReportBase, total=False):
+    """One vLLM process's answer to a control request: roles, strategies in force, errors, counters, telemetry.
+
+    ``steps`` (EngineCore only) are the engine steps (tag: scheduled tokens); ``interleave`` answers the
+    ``interleave_*`` ops (EngineCore only; None elsewhere).
+    """
+
+    interleave: dict[str, Any] | None
+
+
+def encode_spec(strategies: dict[str, dict[str, Any]], install: list[str] | None = None) -> str:
+    """The :data:`ENV_VAR` value that applies ``strategies`` and can later switch to any of ``install``."""
+    names = sorted(set(strategies) | set(install or ()))
+    return json.dumps({"strategies": strategies, "install": names}, sort_keys=True)
+
+
+async def control_every_engine(core_client: Any, request: dict[str, Any]) -> list[ProcessReport]:
+    """:data:`CONTROL_METHOD` on every EngineCore an async client manages, their reports concatenated.
+
+    With data parallelism vLLM's client sends a utility call to every engine but returns only engine 0's answer
+    (``DPLBAsyncMPClient.call_utility_async``), so telemetry and the activity check would see one rank: each
+    engine is asked on its own here.
+    """
+    engines = list(getattr(core_client, "core_engines", None) or [])
+    call_one = getattr(core_client, "_call_utility_async", None)
+    if len(engines) > 1 and call_one is not None:
+        answers = await asyncio.gather(*(call_one(CONTROL_METHOD, request, engine=e) for e in engines))
+        return [report for answer in answers for report in answer]
+    return list(await core_client.call_utility_async(CONTROL_METHOD, request))
+
+
+_local_handler: Callable[[dict[str, Any]], ProcessReport] | None = None
+
+
+def offer_local_control(handler: Callable[[dict[str, Any]], ProcessReport] | None) -> None:
+    """Called by the plugin in each process it runs in: ``handler`` answers control requests there."""
+    global _local_handler
+    _local_handler = handler
+
+
+def local_control(request: dict[str, Any]) -> ProcessReport | None:
+    """This process's report when the plugin runs here (a front-end inside the tuner), else None."""
+    return _local_handler(request) if _local_handler is not None else None
+
+
+def load_plugin_here() -> None:
+    """Load the plugin in this process as vLLM does, through its entry point, with the spec now in
+    :data:`ENV_VAR`. vLLM loads plugins once per process; a second engine here brings its own spec, so the tuner
+    calls this before each engine whose front-end runs in its own process."""
+    found = entry_points(group=ENTRY_POINT_GROUP, name=ENTRY_POINT_NAME)
+    if not found:
+        raise RuntimeError(
+            f"the {ENTRY_POINT_GROUP} entry point {ENTRY_POINT_NAME!r} is not installed: install this package "
+            "(pip install -e .) so that vLLM's processes load the tuner plugin"
+        )
+    next(iter(found)).load()()
