@@ -20,7 +20,7 @@ from rich.table import Table
 
 from benchmarks.paired import ENGINE, paired_runs, throughput_ratio, workbench
 from tuner.environment import environment_record
-from tuner.results import write_json
+from tuner.results.files import write_json
 
 UNFROZEN = {"gc_freeze": {"enabled": False}}
 ARMS = {"native": UNFROZEN, "gc_in_waits": {**UNFROZEN, "gc_in_waits": {}}}

@@ -26,7 +26,7 @@ from tuner.interleave import interleaved_comparison
 from tuner.measure import Workbench
 from tuner.pairing import measure_pairs
 from tuner.plugin.protocol import encode_spec
-from tuner.results import write_json
+from tuner.results.files import write_json
 from tuner.search_space import Objective, Pairs
 from tuner.stats import false_positive_rate
 

@@ -21,7 +21,7 @@ from tuner.engine import open_session
 from tuner.environment import environment_record
 from tuner.measure import Workbench
 from tuner.plugin.protocol import encode_spec
-from tuner.results import write_json
+from tuner.results.files import write_json
 
 ENGINE = {
     "model": "builtin:opt-tiny",

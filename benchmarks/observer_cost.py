@@ -24,7 +24,7 @@ from strategies.wait_points import waiting
 from tuner.environment import environment_record
 from tuner.plugin.gc_probe import GcProbe
 from tuner.plugin.intervals import IntervalRing
-from tuner.results import write_json
+from tuner.results.files import write_json
 
 REFERENCE_STEP_MS = 31.0  # EngineCore's median step on an H100 with vLLM 0.26 (issue #16)
 

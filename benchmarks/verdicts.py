@@ -25,7 +25,7 @@ from rich.console import Console
 from scipy import stats
 
 from tests.simulation import PAIRS_PER_MINUTE, SCREENING_PAIRS, STEP_HOST, SweepOutcome, SweepSpec, run_sweeps
-from tuner.results import write_json
+from tuner.results.files import write_json
 from tuner.verdicts import Design, power_statement
 
 TRIALS = 20

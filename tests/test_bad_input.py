@@ -18,7 +18,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from tuner.cli import app
+from tuner.cli.main import app
 
 REPO = Path(__file__).parent.parent
 CORPUS = Path(__file__).parent / "bad_inputs"
@@ -180,14 +180,14 @@ SPECIAL: dict[str, tuple[Callable[[Path], Path], str]] = {
 def _no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from the repository root (relative model paths); fail loudly instead of starting an engine."""
     import tuner.runner
-    import tuner.sweep_command
+    import tuner.sweep_flow
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the input was accepted: an engine would start")
 
     monkeypatch.chdir(REPO)
     monkeypatch.setattr(tuner.runner, "run_experiment", refuse)
-    monkeypatch.setattr(tuner.sweep_command, "run_sweep", refuse)
+    monkeypatch.setattr(tuner.sweep_flow, "run_sweep", refuse)
 
 
 def assert_refused(code: int, stderr: str, output: str, path: Path, expected: str, line: int | None) -> None:

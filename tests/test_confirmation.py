@@ -9,14 +9,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rich.console import Console
 
 from tuner.config import Experiment
 from tuner.confirmation import CONFIRMATION_ATTR, Candidate, pairs_estimate, run_confirmation, screening_results
 from tuner.pairing import measure_pairs
 from tuner.search_space import Objective, Pairs
 from tuner.sweep import Sweep, enqueue_missing, open_study, summarize_study, write_outputs
-from tuner.sweep_command import confirm_candidates
+from tuner.sweep_flow import confirm_candidates
 
 SPACE: dict[str, Any] = {"gc_threshold": [False, True], "gc_freeze": [False, True]}
 TOKENS = 4000.0
@@ -75,11 +74,11 @@ def swept(tmp_path: Path, gains: dict[str, float], **confirm: Any) -> tuple[Swee
     exp = experiment(tmp_path, **confirm)
     study = open_study(exp, f"sqlite:///{tmp_path / 'study.db'}", resume=False, study_name="confirm")
     remaining = enqueue_missing(study, exp, aa=False)
-    sweep = Sweep(exp, study, Console(quiet=True))
+    sweep = Sweep(exp, study)
     bench = FakeBench(exp, gains)
     sweep.bench, sweep.engine_args = bench, dict(exp.engine)  # type: ignore[assignment]
     sweep.run(remaining)
-    confirm_candidates(study, exp, sweep, sweep.console)
+    confirm_candidates(study, exp, sweep, sweep.feedback)
     return sweep, bench
 
 
@@ -104,7 +103,7 @@ def test_a_real_gain_is_confirmed_on_fresh_pairs_and_written_as_the_winner(tmp_p
 
     # Resumed with nothing new screened: the stored confirmation stands and nothing is measured again.
     before = len(bench.runs)
-    confirm_candidates(sweep.study, sweep.experiment, sweep, sweep.console)
+    confirm_candidates(sweep.study, sweep.experiment, sweep, sweep.feedback)
     assert len(bench.runs) == before
 
 
@@ -131,7 +130,7 @@ def test_a_confirmation_is_pending_until_run_and_stale_once_more_is_screened(tmp
     study = open_study(exp, f"sqlite:///{tmp_path / 'p.db'}", resume=False, study_name="p")
     assert study.metric_names == ["output_tokens_per_s"]  # optuna-dashboard labels its axes
     enqueue_missing(study, exp, aa=False)
-    sweep = Sweep(exp, study, Console(quiet=True))
+    sweep = Sweep(exp, study)
     sweep.bench, sweep.engine_args = FakeBench(exp, {}), dict(exp.engine)  # type: ignore[assignment]
     sweep.run(2)
     summary = summarize_study(study, exp, sweep)
@@ -176,7 +175,7 @@ def test_looks_stop_early_for_a_large_gain_and_estimates_use_exactly_the_planned
         asked.append((candidate.trial, done, wanted))
         return pairs(0.20 if candidate.trial == 1 else 0.0, wanted)
 
-    record = run_confirmation([screening_row(1, 0.20), screening_row(2, 0.0)], exp.search, measure, Console(quiet=True))
+    record = run_confirmation([screening_row(1, 0.20), screening_row(2, 0.0)], exp.search, measure)
     decision = record["decision"]
     assert decision["winner"] == 1 and decision["look"] < len(record["plan"]["looks"])  # stopped early
     looks = record["plan"]["looks"]

@@ -26,11 +26,10 @@ import optuna
 import psutil
 import pytest
 import yaml
-from rich.console import Console
 from typer.testing import CliRunner
 
 from tests.conftest import TINY_ENGINE
-from tuner.cli import app
+from tuner.cli.main import app
 from tuner.config import Experiment
 from tuner.engine import EngineError, EngineSession
 from tuner.plugin.control_endpoint import MAX_BODY_BYTES, serve_control
@@ -321,7 +320,7 @@ def test_aa_covers_the_step_level_method_too(
     )
     study = open_study(experiment, f"sqlite:///{tmp_path / 'aa.db'}", resume=False, study_name="aa")
     enqueue_missing(study, experiment, aa=True)
-    with closing(Sweep(experiment, study, Console(quiet=True), aa=True)) as sweep:
+    with closing(Sweep(experiment, study, aa=True)) as sweep:
         sweep.run(2)
     summary = summarize_study(study, experiment, sweep)
     assert summary["incomplete"] == []

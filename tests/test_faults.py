@@ -18,11 +18,10 @@ import optuna
 import psutil
 import pytest
 import yaml
-from rich.console import Console
 from typer.testing import CliRunner
 
 from tests.conftest import TINY_ENGINE, is_engine_core
-from tuner.cli import app
+from tuner.cli.main import app
 from tuner.config import Experiment, load_experiment
 from tuner.engine import EngineSession
 from tuner.errors import UserError
@@ -81,7 +80,7 @@ def test_engine_kills_lose_no_finished_trial_and_leave_no_process(tmp_path: Path
     )
     study = open_study(exp, f"sqlite:///{tmp_path / 'kill.db'}", resume=False, study_name="kill")
     enqueue_missing(study, exp, aa=True)
-    sweep = Sweep(exp, study, Console(quiet=True), aa=True)
+    sweep = Sweep(exp, study, aa=True)
     stop = threading.Event()
     kills: list[float] = []
     finished_at_kill: list[set[int]] = []
@@ -138,7 +137,7 @@ def test_a_trial_over_its_time_limit_is_failed_and_the_study_goes_on(tmp_path: P
         },
     )
     study = open_study(exp, f"sqlite:///{tmp_path / 'slow.db'}", resume=False, study_name="slow")
-    with closing(Sweep(exp, study, Console(quiet=True))) as sweep:
+    with closing(Sweep(exp, study)) as sweep:
         sweep.run(enqueue_missing(study, exp, aa=False))
     by_delay = {bool(t.user_attrs.get("strategies")): t for t in study.get_trials()}
     assert by_delay[False].state == optuna.trial.TrialState.COMPLETE

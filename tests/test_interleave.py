@@ -5,7 +5,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from rich.console import Console
 from scipy.stats import binomtest
 
 from tests.conftest import TINY_ENGINE
@@ -201,7 +200,7 @@ def test_a_known_gain_is_confirmed_with_its_size(bench: Workbench) -> None:
         measured.extend(pairs)
         return pairs
 
-    record = run_confirmation([row], search, measure, Console(quiet=True))
+    record = run_confirmation([row], search, measure)
     decision = record["decision"]
     effect = decision["rows"][0]["confirmation"]
     # The candidate's steps are the slow arm's minus the extra wait: its throughput gain is 1 + extra / its step.

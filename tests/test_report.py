@@ -23,12 +23,12 @@ import typer
 from typer.testing import CliRunner
 
 from tests.test_tail import synthetic_run
-from tuner.bench_export import BENCH_ENTRY_SCHEMA, bench_entries, config_name, validate
-from tuner.cli_results import register
-from tuner.compare import compare, load_side
+from tuner.cli.results import register
 from tuner.errors import UserError
 from tuner.metrics import METRIC_NAMES
-from tuner.report import build_report, load, metric_unit, pick_best
+from tuner.results.bench_export import BENCH_ENTRY_SCHEMA, bench_entries, config_name, validate
+from tuner.results.compare import compare, load_side
+from tuner.results.report import build_report, load, metric_unit, pick_best
 from tuner.tail import attribute, tail_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -217,7 +217,7 @@ def test_sweep_table_shows_the_values_the_study_saw(tmp_path: Path, summary: dic
 
 @pytest.mark.parametrize(("low", "high"), [(0.96, 1.08), (0.85, 1.06), (0.5, 3.0), (0.99, 1.004)])
 def test_ratio_axis_labels_state_each_tick_exactly(low: float, high: float) -> None:
-    from tuner.plots import RatioLocator, ratio_tick_label
+    from tuner.results.plots import RatioLocator, ratio_tick_label
 
     ticks = RatioLocator().tick_values(low, high)
     assert 1.0 in ticks and len(ticks) >= 3
@@ -523,9 +523,11 @@ def test_export_bench_validates_everything_before_writing_anything(
 ) -> None:
     """An invalid entry (here: latency metrics without a unit) is one line and exit 2; no file is written, not even
     the valid bigger-is-better one."""
-    import tuner.bench_export
+    import tuner.results.bench_export
 
-    monkeypatch.setattr(tuner.bench_export, "metric_unit", lambda m: "" if m.endswith("_ms") else metric_unit(m))
+    monkeypatch.setattr(
+        tuner.results.bench_export, "metric_unit", lambda m: "" if m.endswith("_ms") else metric_unit(m)
+    )
     exp = _sweep_with_goodput(tmp_path, summary)
     out = tmp_path / "bench"
     result = CliRunner().invoke(cli(), ["export", "bench", str(exp), "--series", "absolute", "-o", str(out / "b.json")])

@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tests.conftest import TINY_ENGINE
-from tuner.cli import app
+from tuner.cli.main import app
 
 pytestmark = pytest.mark.engine
 

@@ -11,12 +11,13 @@ import pytest
 import yaml
 from rich.console import Console
 
+from tuner.cli.tables import render
 from tuner.config import Experiment, load_experiment
 from tuner.errors import UserError
 from tuner.pairing import Arms, step_interleavable
 from tuner.search_space import baseline_params, config_from_params, grid, suggest
 from tuner.sweep import BASELINE_ATTR, Sweep, _best, enqueue_missing, open_study, summarize_study, winner
-from tuner.sweep_command import trials_table
+from tuner.sweep_flow import trials_table
 
 SPACE: dict[str, Any] = {
     "gc_threshold": [False, True],
@@ -234,7 +235,7 @@ def test_objectives_are_anchored_to_the_baseline_so_drift_between_trials_cancels
         constraints=[{"metric": "itl_p99_ms", "max": 50}],
     )
     study = open_study(exp, f"sqlite:///{tmp_path / 'anchor.db'}", resume=False, study_name="anchor")
-    sweep = Sweep(exp, study, Console(quiet=True))
+    sweep = Sweep(exp, study)
     wobble = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]
 
     def arms(tokens_per_s: tuple[float, float], itl_ms: tuple[float, float]) -> Arms:
@@ -260,6 +261,6 @@ def test_objectives_are_anchored_to_the_baseline_so_drift_between_trials_cancels
 
     # The terminal table shows Optuna's anchored value, not the drifted median.
     console = Console(record=True, width=200)
-    console.print(trials_table(summarize_study(study, exp, sweep)))
+    console.print(render(trials_table(summarize_study(study, exp, sweep))))
     row_text = next(line for line in console.export_text().splitlines() if line.startswith("│ 1 "))
     assert "102.00" in row_text and "204" not in row_text

@@ -3,7 +3,6 @@ estimate, the bisection over a sequence of installs, and bad input (one line, ex
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.venvs import make_venv
-from tuner.cli import app
+from tuner.cli.main import app
 from tuner.versions import Start, StartResult, bisect, compare, pairs, start_order
 
 EXPERIMENT = Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml"
@@ -164,9 +163,8 @@ def test_the_command_alternates_installs_bisects_and_writes_every_comparison(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The orchestration with the engine start replaced: install 2 of 4 is 30% slower from there on."""
-    from rich.console import Console
 
-    from tuner import versions_command
+    from tuner import versions_flow
     from tuner.config import load_experiment
     from tuner.installs import Install
 
@@ -181,12 +179,10 @@ def test_the_command_alternates_installs_bisects_and_writes_every_comparison(
         reps = [{"metrics": {"output_tokens_per_s": level, "wall_s": 2.0, **latencies}} for _ in range(3)]
         return {"repetitions": reps, "engine": {"start_s": 20.0}}, 40.0
 
-    monkeypatch.setattr(versions_command, "run_start", fake_start)
+    monkeypatch.setattr(versions_flow, "run_start", fake_start)
     experiment = load_experiment(EXPERIMENT).model_copy(update={"output_dir": tmp_path})
     installs = [Install(f"py{i}", "0.3x", "3.11") for i in range(4)]
-    path = versions_command.compare_installs(
-        experiment, EXPERIMENT, installs, Console(file=io.StringIO()), starts=6, metric="output_tokens_per_s"
-    )
+    path = versions_flow.compare_installs(experiment, EXPERIMENT, installs, starts=6, metric="output_tokens_per_s")
     record = json.loads(path.read_text())
     assert [(c["from"], c["to"], c["changed"]) for c in record["comparisons"]] == [
         (0, 3, True),

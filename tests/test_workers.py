@@ -177,7 +177,7 @@ def test_the_study_lock_excludes_other_connections(postgres_url: str) -> None:
 
 
 def test_bad_storage_exits_2_without_a_traceback(tmp_path: Path, postgres_url: str) -> None:
-    from tuner.cli import app
+    from tuner.cli.main import app
 
     path = write_experiment(tmp_path, "bad")
     cases = [
@@ -192,7 +192,7 @@ def test_bad_storage_exits_2_without_a_traceback(tmp_path: Path, postgres_url: s
 
 @pytest.mark.engine
 def test_two_workers_share_the_grid(tmp_path: Path, postgres_url: str, workers: Workers) -> None:
-    from tuner.cli import app
+    from tuner.cli.main import app
 
     path = write_experiment(tmp_path, "pair")
     logs = [tmp_path / "a.log", tmp_path / "b.log"]

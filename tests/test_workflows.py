@@ -59,8 +59,8 @@ def command_tree(group: Any) -> dict[str, Any]:
 
 def known_commands() -> dict[str, Any]:
     """Commands of the real CLI, plus the result commands `register()` adds (in case cli.py is not wired yet)."""
-    from tuner.cli import app
-    from tuner.cli_results import register
+    from tuner.cli.main import app
+    from tuner.cli.results import register
 
     extra = typer.Typer()
     register(extra)

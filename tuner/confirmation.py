@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
-from rich.console import Console
 
+from tuner.feedback import SILENT, Feedback
 from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
 from tuner.search_space import Search
 from tuner.stats import RatioEstimate, mde, paired_ratio_of_sums
@@ -130,7 +130,7 @@ def _finite(value: float) -> float | None:
 
 
 def run_confirmation(
-    rows: Sequence[dict[str, Any]], search: Search, measure: Measure, console: Console
+    rows: Sequence[dict[str, Any]], search: Search, measure: Measure, feedback: Feedback = SILENT
 ) -> dict[str, Any]:
     """Plan, measure look by look and decide; return the record to store on the study."""
     metric = search.objectives[0].metric
@@ -149,9 +149,9 @@ def run_confirmation(
         "plan": {"pairs": plan.pairs, "looks": list(plan.looks), "log_sd": _finite(plan.log_sd)},
     }
     for note in notes:
-        console.print(f"[yellow]{note}[/yellow]")
+        feedback.note(note, "warning")
     if candidates:
-        record["power"] = _print_power(plan, screening, candidates, console)
+        record["power"] = _print_power(plan, screening, candidates, feedback)
     pairs: dict[int, list[Pair]] = {c: [] for c in plan.candidates}
     looks: dict[int, list[RatioEstimate]] = {c: [] for c in plan.candidates}
     decision = confirm(plan, screening, looks)
@@ -164,7 +164,7 @@ def run_confirmation(
             if len(pairs[number]) >= wanted:
                 looks[number].append(pairs_estimate(pairs[number][:wanted], metric, seed=k))
         decision = confirm(plan, screening, looks)
-        console.print(f"confirmation look {k + 1} of {len(plan.looks)} ({wanted} pairs): {decision.reason}")
+        feedback.note(f"confirmation look {k + 1} of {len(plan.looks)} ({wanted} pairs): {decision.reason}")
         if decision.stop:
             break
     record["decision"] = decision.to_dict()
@@ -175,12 +175,12 @@ def run_confirmation(
             f"with the pairs spent this confirmation could detect {record['mde_spent'] or math.inf:.2%}"
             f" (min_effect {search.confirm.min_effect:.2%})"
         )
-        console.print(record["mde_note"])
+        feedback.note(record["mde_note"])
     return record
 
 
 def _print_power(
-    plan: ConfirmationPlan, screening: Sequence[ScreeningResult], candidates: dict[int, Candidate], console: Console
+    plan: ConfirmationPlan, screening: Sequence[ScreeningResult], candidates: dict[int, Candidate], feedback: Feedback
 ) -> dict[str, Any]:
     """The power statement before confirmation, printed, and as data for the summary."""
     design = plan.design
@@ -199,7 +199,8 @@ def _print_power(
             f"the confirmation budget ({plan.pairs} pairs per candidate) cannot reach min_effect "
             f"{design.min_effect:.1%}: it detects {statement.confirmation_mde:.1%}"
         )
-    console.print("[bold]power before confirmation[/bold]\n  " + "\n  ".join(lines))
+    feedback.note("power before confirmation", "heading")
+    feedback.note("  " + "\n  ".join(lines))
     return _power_record(statement, lines)
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.progress import Progress
-
 from strategies import Role, strategy_classes
 from tuner.config import Experiment
 from tuner.engine import EngineSession
+from tuner.feedback import SILENT, Feedback, task
 from tuner.metrics import summarize
 from tuner.plugin.protocol import PLUGIN_ERROR, ProcessReport
 from tuner.tail import attribute
@@ -85,20 +84,15 @@ class Workbench:
         self.strategies = strategies
         return reports
 
-    def repetition(self, progress: Progress | None = None, label: str = "requests") -> dict[str, Any]:
+    def repetition(self, feedback: Feedback = SILENT, label: str = "requests") -> dict[str, Any]:
         """Run the workload once; return its metrics, per-process telemetry and output token ids."""
         workload = self.experiment.workload
-        task = progress.add_task(label, total=len(self.requests)) if progress is not None else None
-
-        def advance(done: int) -> None:
-            if progress is not None and task is not None:
-                progress.update(task, completed=done)
-
         self.session.control({"op": "reset"})
-        timings, wall = self.session.run(self.requests, self.offsets, workload.sampling, workload.concurrency, advance)
+        with task(feedback, label, len(self.requests)) as requests:
+            timings, wall = self.session.run(
+                self.requests, self.offsets, workload.sampling, workload.concurrency, requests.update
+            )
         processes = self.session.control({"op": "report"})
-        if progress is not None and task is not None:
-            progress.remove_task(task)
         check_active(processes, self.strategies, moved=True)  # no number from a strategy that did not run
         slo = self.experiment.measure.slo
         metrics = summarize(timings, wall, slo)

@@ -7,17 +7,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from tuner.config import Experiment
 from tuner.engine import open_session, resolve_engine_args
 from tuner.environment import environment_record
+from tuner.feedback import SILENT, Feedback, task
 from tuner.measure import Workbench
 from tuner.metrics import flat_metrics
 from tuner.plugin.protocol import encode_spec
-from tuner.progress import progress_bars, starting_engine
-from tuner.results import RUN_SCHEMA, new_run_dir, write_json
-from tuner.tables import repetitions_table, telemetry_table
+from tuner.results.files import RUN_SCHEMA, new_run_dir, write_json
 
 
 def aggregate(repetitions: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -52,11 +49,13 @@ def rss_growth(repetitions: list[dict[str, Any]]) -> dict[str, dict[str, float]]
     }
 
 
-def run_experiment(experiment: Experiment, console: Console, output: Path | None = None) -> Path:
+def run_experiment(
+    experiment: Experiment, feedback: Feedback = SILENT, output: Path | None = None
+) -> tuple[Path, dict[str, Any]]:
     """Start the engine, prove the strategies active, measure the repetitions, write ``run.json`` (or
-    ``output``)."""
+    ``output``); return its path and the record."""
     path = output or new_run_dir(experiment.output_dir, experiment.name) / "run.json"
-    with starting_engine(console, experiment.engine.get("model", "")):
+    with task(feedback, f"starting vLLM engine ({experiment.engine.get('model', '')})", None):
         session = open_session(
             experiment.engine,
             encode_spec(experiment.strategies),
@@ -67,14 +66,13 @@ def run_experiment(experiment: Experiment, console: Console, output: Path | None
         bench = Workbench(session, experiment)
         bench.switch(experiment.strategies)  # already applied at start: this proves them active everywhere
         repetitions = []
-        with progress_bars(console) as progress:
-            bench.warm_up()
-            reps = progress.add_task("repetitions", total=experiment.measure.repetitions)
+        bench.warm_up()
+        with task(feedback, "repetitions", experiment.measure.repetitions) as reps:
             for index in range(experiment.measure.repetitions):
-                rep = bench.repetition(progress, label=f"repetition {index + 1}")
+                rep = bench.repetition(feedback, label=f"repetition {index + 1}")
                 rep.pop("token_ids")
                 repetitions.append({"index": index, **rep})
-                progress.advance(reps)
+                reps.advance()
     finally:
         session.close()
     record = {
@@ -95,7 +93,4 @@ def run_experiment(experiment: Experiment, console: Console, output: Path | None
         "memory": rss_growth(repetitions),
     }
     write_json(path, record)
-    console.print(repetitions_table(repetitions, title=f"{experiment.name}: {len(repetitions)} repetitions"))
-    console.print(telemetry_table(repetitions[-1]["processes"], title="GC telemetry per process (last repetition)"))
-    console.print(f"engine start {session.start_s:.1f} s · wrote [bold]{path}[/bold]")
-    return path
+    return path, record

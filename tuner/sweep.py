@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from rich.console import Console
-from rich.progress import Progress
 
 from tuner.config import Experiment
 from tuner.confirmation import (
@@ -46,12 +44,12 @@ from tuner.engine import EngineError, EngineSession, open_session
 from tuner.engine_args import cli_flags
 from tuner.environment import environment_record
 from tuner.errors import UserError
+from tuner.feedback import SILENT, Feedback, Task, task
 from tuner.interleave import interleaved_comparison, step_pairs, step_ratio
 from tuner.measure import Workbench
 from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
 from tuner.pairing import Arms, measure_pairs, step_interleavable
 from tuner.plugin.protocol import encode_spec
-from tuner.progress import progress_bars
 from tuner.search_space import (
     Pairs,
     Search,
@@ -249,11 +247,13 @@ def _baseline_fits(space: dict[str, Any]) -> bool:
 class Sweep:
     """Runs the trials of one study, reusing the engine while its args stay the same."""
 
-    def __init__(self, experiment: Experiment, study: optuna.Study, console: Console, *, aa: bool = False) -> None:
+    def __init__(
+        self, experiment: Experiment, study: optuna.Study, feedback: Feedback = SILENT, *, aa: bool = False
+    ) -> None:
         self.experiment = experiment
         self.search = require_search(experiment)
         self.study = study
-        self.console = console
+        self.feedback = feedback
         self.aa = aa
         self.session: EngineSession | None = None
         self.bench: Workbench | None = None
@@ -291,13 +291,13 @@ class Sweep:
             self.session.close()
         self.session = self.bench = None
 
-    def objective(self, trial: optuna.Trial, progress: Progress) -> list[float]:
+    def objective(self, trial: optuna.Trial) -> list[float]:
         is_baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
         config = trial_config(trial, self.search, aa=self.aa)
         trial.set_user_attr("aa", self.aa and not is_baseline)
         trial.set_user_attr("strategies", config.strategies)
         trial.set_user_attr("engine", config.engine)
-        task = progress.add_task(
+        progress = self.feedback.task(
             f"trial {trial.number}" + (" (baseline)" if is_baseline else ""), total=self.search.pairs.max
         )
         watchdog = _Watchdog(self, self.search.trial_timeout_s)
@@ -319,10 +319,10 @@ class Sweep:
                 self.search.objectives[0],
                 self.search.resolution,
                 seed=self.search.seed + trial.number,
-                on_pair=self._pair_callback(trial, progress, task, prunable=not is_baseline),
+                on_pair=self._pair_callback(trial, progress, prunable=not is_baseline),
             )
             if steps:
-                progress.update(task, description=f"trial {trial.number}: step interleaving")
+                progress.update(description=f"trial {trial.number}: step interleaving")
                 arms.step_result = interleaved_comparison(
                     bench,
                     {},
@@ -334,19 +334,19 @@ class Sweep:
                 )
         except KeyboardInterrupt:
             trial.set_user_attr("failure", "interrupted")
-            self.console.print(f"[yellow]trial {trial.number} interrupted[/yellow]")
+            self.feedback.note(f"trial {trial.number} interrupted", "warning")
             raise
         except optuna.TrialPruned:
             raise
         except Exception as exc:
             reason = f"exceeded the trial time limit of {watchdog.limit_s:g} s" if watchdog.fired else None
             trial.set_user_attr("failure", reason or f"{type(exc).__name__}: {exc}")
-            self.console.print(f"[red]trial {trial.number} failed:[/red] {type(exc).__name__}: {exc}")
+            self.feedback.note(f"trial {trial.number} failed: {type(exc).__name__}: {exc}", "error")
             self.close()  # an engine in an unknown state is not reused
             raise
         finally:
             watchdog.cancel()
-            progress.remove_task(task)
+            progress.close()
         self.switch_s += arms.switch_s
         return self._record(trial, arms, is_baseline)
 
@@ -369,11 +369,9 @@ class Sweep:
         reports = bench.session.control({"op": "report"})
         return any(step_interleavable({name: {}}, reports) for name in self.installable)
 
-    def _pair_callback(
-        self, trial: optuna.Trial, progress: Progress, task: Any, *, prunable: bool
-    ) -> Callable[[int, Any], bool]:
+    def _pair_callback(self, trial: optuna.Trial, progress: Task, *, prunable: bool) -> Callable[[int, Any], bool]:
         def on_pair(done: int, estimate: Any) -> bool:
-            progress.update(task, completed=done)
+            progress.update(done)
             if estimate is None or not prunable or len(self.search.objectives) > 1:
                 return False
             trial.report(estimate.ratio, step=done)
@@ -469,23 +467,20 @@ class Sweep:
             return
         power = screening_power(arms, self.search, max(planned_trials(self.experiment, aa=False) - 1, 1))
         study.set_user_attr(SCREENING_POWER_ATTR, power)
-        self.console.print(
-            "[bold]power before screening[/bold] (run-level noise of the baseline's own pairs)\n  "
-            + "\n  ".join(power["lines"])
-        )
+        self.feedback.note("power before screening (run-level noise of the baseline's own pairs)", "heading")
+        self.feedback.note("  " + "\n  ".join(power["lines"]))
 
     def run(self, n_trials: int | None, callbacks: Sequence[TrialCallback] = ()) -> None:
         """Run ``n_trials`` trials (``None``: until a callback stops the study); the caller closes the engine."""
         # The tuner reports each trial itself; Optuna's own log would add a traceback per failed trial.
         optuna.logging.set_verbosity(optuna.logging.ERROR)
-        with progress_bars(self.console) as progress:
-            study_task = progress.add_task("study", total=n_trials)
+        with task(self.feedback, "study", n_trials) as study_task:
 
             def objective(trial: optuna.Trial) -> list[float]:
                 try:
-                    return self.objective(trial, progress)
+                    return self.objective(trial)
                 finally:
-                    progress.advance(study_task)
+                    study_task.advance()
 
             self.study.optimize(
                 objective,
@@ -715,7 +710,7 @@ def write_outputs(summary: dict[str, Any], out_dir: Path) -> list[Path]:
     ``no-confirmed-winner.txt`` says so (and any older winner files are removed). Atomic writes."""
     import yaml
 
-    from tuner.results import write_json, write_text
+    from tuner.results.files import write_json, write_text
 
     best = summary["winner"]
     written = [write_json(out_dir / "summary.json", summary)]

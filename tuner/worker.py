@@ -26,11 +26,10 @@ from typing import IO, Literal, Protocol
 
 import optuna
 import sqlalchemy
-from rich.console import Console
-from rich.progress import Progress
 
 from tuner.config import Experiment
 from tuner.errors import UserError
+from tuner.feedback import SILENT, Feedback
 from tuner.sweep import (
     FINISHED,
     WORKER_ATTR,
@@ -46,7 +45,7 @@ from tuner.sweep import (
     uses_grid,
     write_outputs,
 )
-from tuner.sweep_command import require_complete, write_summary
+from tuner.sweep_flow import require_complete, write_summary
 
 WAITING = optuna.trial.TrialState.WAITING
 RUNNING = optuna.trial.TrialState.RUNNING
@@ -156,11 +155,11 @@ class ClaimGate:
     ``MaxTrialsCallback`` counts; the gate also knows when nothing is claimable, which that callback does not.
     """
 
-    def __init__(self, study: optuna.Study, experiment: Experiment, lock: StudyLock, console: Console) -> None:
+    def __init__(self, study: optuna.Study, experiment: Experiment, lock: StudyLock, feedback: Feedback) -> None:
         search = require_search(experiment)
         self.study = study
         self.lock = lock
-        self.console = console
+        self.feedback = feedback
         self.total = planned_trials(experiment, aa=False)
         self.grid = uses_grid(search)
         self.poll_s = float(search.heartbeat_s)
@@ -172,7 +171,7 @@ class ClaimGate:
             announced = False
             while (step := self._step()) == "wait":
                 if not announced:
-                    self.console.print("waiting for trials running on other workers (retried if a worker dies)")
+                    self.feedback.note("waiting for trials running on other workers (retried if a worker dies)")
                     announced = True
                 self.lock.release()
                 time.sleep(self.poll_s)
@@ -209,15 +208,15 @@ class ClaimGate:
 class WorkerSweep(Sweep):
     """A sweep whose trials are claimed through the gate, each marked with the worker that ran it."""
 
-    def __init__(self, experiment: Experiment, study: optuna.Study, console: Console, gate: ClaimGate) -> None:
-        super().__init__(experiment, study, console)
+    def __init__(self, experiment: Experiment, study: optuna.Study, feedback: Feedback, gate: ClaimGate) -> None:
+        super().__init__(experiment, study, feedback)
         self.gate = gate
         self.name = f"{socket.gethostname()}-{os.getpid()}"
 
-    def objective(self, trial: optuna.Trial, progress: Progress) -> list[float]:
+    def objective(self, trial: optuna.Trial) -> list[float]:
         self.gate.claimed()
         trial.set_user_attr(WORKER_ATTR, self.name)
-        return super().objective(trial, progress)
+        return super().objective(trial)
 
 
 def shared_dir(experiment: Experiment) -> Path:
@@ -225,23 +224,25 @@ def shared_dir(experiment: Experiment) -> Path:
     return experiment.output_dir / experiment.name / "workers"
 
 
-def run_worker(experiment: Experiment, console: Console, *, storage: str, study_name: str | None = None) -> Path:
+def run_worker(
+    experiment: Experiment, feedback: Feedback = SILENT, *, storage: str, study_name: str | None = None
+) -> Path:
     """Run trials of the shared study until it is done; write this worker's summary and return its folder."""
     study, lock = join_study(experiment, storage, study_name or experiment.name)
-    gate = ClaimGate(study, experiment, lock, console)
-    sweep = WorkerSweep(experiment, study, console, gate)
+    gate = ClaimGate(study, experiment, lock, feedback)
+    sweep = WorkerSweep(experiment, study, feedback, gate)
     out_dir = shared_dir(experiment) / sweep.name
     try:
         if gate.next():
             sweep.run(None, callbacks=[gate])
         else:
-            console.print("nothing left to claim: every trial of this study is finished or taken")
+            feedback.note("nothing left to claim: every trial of this study is finished or taken")
     finally:  # also on Ctrl-C (even one that lands while the engine closes): what finished is summarised and kept
         try:
             sweep.close()
         finally:
             lock.release()
-            summary = write_summary(study, experiment, sweep, out_dir, console)
+            summary = write_summary(study, experiment, sweep, out_dir, feedback)
     require_complete(summary)
     return out_dir
 

@@ -75,7 +75,7 @@ def tail_sections(
 ) -> None:
     """The critical-path GC table, the tail attribution table and the timeline plot; ``configs`` maps a label to
     its process lists and pooled attribution."""
-    from tuner import plots
+    from tuner.results import plots
 
     doc.h("GC on the critical path")
     doc.p(

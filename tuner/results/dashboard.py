@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from tuner.bench_export import read_entries
-from tuner.plots import BenchPoint, BenchSeries, dashboard
+from tuner.results.bench_export import read_entries
+from tuner.results.plots import BenchPoint, BenchSeries, dashboard
 
 RATIO_RANGE = re.compile(r"^(?P<low>[0-9.]+)-(?P<high>[0-9.]+)x\b")
 PART = re.compile(r"-?((ratio|absolute)-)?(bigger|smaller)$")  # the files of one run differ only in this part

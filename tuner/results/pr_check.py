@@ -23,7 +23,7 @@ from typing import Literal
 from scipy import stats as _st
 
 from tuner.errors import UserError
-from tuner.history import Series, load_series, select
+from tuner.results.history import Series, load_series, select
 from tuner.stats import holm
 
 Verdict = Literal["regression", "improvement", "unchanged", "no base"]
@@ -48,7 +48,7 @@ class SeriesCheck:
 
 def read_export(path: Path) -> dict[str, tuple[str, float]]:
     """``{name: (unit, value)}`` of a ``tuner export bench`` file (github-action-benchmark's custom format)."""
-    from tuner.bench_export import read_entries
+    from tuner.results.bench_export import read_entries
 
     return {e["name"]: (e["unit"], float(e["value"])) for e in read_entries(path)}
 

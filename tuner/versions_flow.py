@@ -12,14 +12,10 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
 from tuner.config import Experiment
+from tuner.feedback import SILENT, Feedback, TableData, task
 from tuner.installs import Install, run_start
-from tuner.progress import progress_bars
-from tuner.results import new_run_dir, write_json
+from tuner.results.files import new_run_dir, write_json
 from tuner.versions import MIN_STARTS, Bisection, Comparison, StartResult, bisect, compare, start_order, start_result
 
 
@@ -27,7 +23,7 @@ def compare_installs(
     experiment: Experiment,
     experiment_file: Path,
     installs: list[Install],
-    console: Console,
+    feedback: Feedback = SILENT,
     *,
     starts: int,
     metric: str,
@@ -36,20 +32,20 @@ def compare_installs(
     """Compare the installs (bisecting a sequence of more than two), print the verdicts, write versions.json."""
     out = new_run_dir(experiment.output_dir / experiment.name, "versions")
     for index, install in enumerate(installs):
-        console.print(f"install {index}: {escape(install.label)}")
+        feedback.note(f"install {index}: {install.label}")
     comparisons: list[dict[str, Any]] = []
 
     def changed(i: int, j: int) -> bool:
         label = f"{len(comparisons)}-{i}-{j}"
-        results = _measure(installs[i], installs[j], experiment_file, out / "starts" / label, starts, seed, console)
+        results = _measure(installs[i], installs[j], experiment_file, out / "starts" / label, starts, seed, feedback)
         comparison = compare(results, metric, seed=seed)
-        console.print(_table(comparison, installs[i], installs[j]))
+        feedback.table(_table(comparison, installs[i], installs[j]))
         comparisons.append({"from": i, "to": j, **comparison.to_dict()})
         return comparison.changed
 
     bisection = bisect(len(installs), changed)
     if len(installs) > 2:
-        console.print(_bisection_line(bisection, installs))
+        feedback.note(_bisection_line(bisection, installs))
     path = write_json(
         out / "versions.json",
         {
@@ -63,41 +59,38 @@ def compare_installs(
             "bisection": {"steps": bisection.steps, "culprit": bisection.culprit, "note": bisection.note},
         },
     )
-    console.print(f"wrote [bold]{path}[/bold]")
+    feedback.note(f"wrote {path}")
     return path
 
 
 def _measure(
-    a: Install, b: Install, experiment_file: Path, folder: Path, starts: int, seed: int, console: Console
+    a: Install, b: Install, experiment_file: Path, folder: Path, starts: int, seed: int, feedback: Feedback
 ) -> list[StartResult]:
     """Run ``starts`` engine starts per arm in mirrored order, each in its install's own interpreter."""
     results = []
     order = start_order(starts, seed=seed)
     if starts < MIN_STARTS:
-        console.print(
-            f"[yellow]{starts} start pairs: the sign-flip test needs {MIN_STARTS} to reach p < 0.05, so no change "
-            "will be called; the CI and the power are still shown[/yellow]"
+        feedback.note(
+            f"{starts} start pairs: the sign-flip test needs {MIN_STARTS} to reach p < 0.05, so no change "
+            "will be called; the CI and the power are still shown",
+            "warning",
         )
-    with progress_bars(console) as progress:
-        task = progress.add_task(f"engine starts: {a.vllm} vs {b.vllm}", total=len(order))
+    with task(feedback, f"engine starts: {a.vllm} vs {b.vllm}", len(order)) as progress:
         for start in order:
             install = a if start.arm == "A" else b
             name = f"{start.pair}{start.arm}"
-            progress.update(task, description=f"engine start {name} ({install.vllm})")
+            progress.update(description=f"engine start {name} ({install.vllm})")
             run, seconds = run_start(install, experiment_file, folder / f"{name}.json", folder / f"{name}.log")
             results.append(start_result(start, run, seconds))
-            progress.advance(task)
+            progress.advance()
     return results
 
 
-def _table(comparison: Comparison, a: Install, b: Install) -> Table:
+def _table(comparison: Comparison, a: Install, b: Install) -> TableData:
     e = comparison.estimate
     verdict = {"better": "B faster", "worse": "B slower"}.get(e.verdict, "no change called")
-    table = Table(title=f"{escape(b.label)} / {escape(a.label)}: {comparison.metric}")
     columns = ("ratio B/A", "95% CI", "p", "start pairs", "verdict", "detectable", "for ±5%", "per start pair")
-    for column in (*columns, "restart s A/B"):
-        table.add_column(column, justify="right")
-    table.add_row(
+    row = (
         f"{e.ratio:.4f}",
         f"[{e.ci_low:.4f}, {e.ci_high:.4f}]",
         f"{e.p_value:.3g}",
@@ -108,17 +101,17 @@ def _table(comparison: Comparison, a: Install, b: Install) -> Table:
         " ".join(f"{r:.3f}" for r in comparison.start_pair_ratios),
         f"{comparison.restart_s['A']:.1f} / {comparison.restart_s['B']:.1f}",
     )
-    table.caption = (
+    caption = (
         "ratio of sums over start pairs (sign-flip test, two-sided 5%: 6 start pairs at least to call a change); "
         "detectable: the change found with 80% power at these pairs; for ±5%: the start pairs that needs; restart: "
         "seconds per engine start beyond the measured repetitions (engine start "
         f"{comparison.engine_start_s['A']:.1f} / {comparison.engine_start_s['B']:.1f} s)"
     )
-    return table
+    return TableData(f"{b.label} / {a.label}: {comparison.metric}", (*columns, "restart s A/B"), [row], caption)
 
 
 def _bisection_line(bisection: Bisection, installs: list[Install]) -> str:
     if bisection.culprit is None:
         return f"bisection: {bisection.note}"
     i, j = bisection.culprit
-    return f"bisection: the change is the step {escape(installs[i].label)} -> {escape(installs[j].label)}"
+    return f"bisection: the change is the step {installs[i].label} -> {installs[j].label}"

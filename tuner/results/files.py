@@ -62,14 +62,3 @@ def new_run_dir(output_dir: Path, experiment: str) -> Path:
         path = base.with_name(f"{base.name}-{n}")
     path.mkdir(parents=True)
     return path
-
-
-def read_run(path: Path) -> dict[str, Any]:
-    """Load a ``run.json`` (a file or its directory) and check the schema version."""
-    path = path / "run.json" if path.is_dir() else path
-    data = json.loads(path.read_text(encoding="utf-8"))
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if schema not in SUPPORTED_RUN_SCHEMAS:
-        readable = ", ".join(sorted(SUPPORTED_RUN_SCHEMAS))
-        raise ValueError(f"{path}: unsupported result schema {schema!r} (this tuner reads {readable})")
-    return data

@@ -168,7 +168,7 @@ def _from_data_js(path: Path) -> list[Series]:
 
 
 def _from_directory(path: Path) -> list[Series]:
-    from tuner.bench_export import validate
+    from tuner.results.bench_export import validate
 
     runs: dict[tuple[int, str], list[tuple[Path, str | None]]] = {}
     for file in sorted(path.glob("*.json")):
@@ -262,7 +262,7 @@ def plot_name(series: Series) -> str:
 
 def plot(series: Series, change_points: Sequence[ChangePoint], path: Path) -> Path:
     """Values by commit, the mean of each stretch between change points, each change point marked and labelled."""
-    from tuner.plots import VERDICT_COLORS, _figure, _save
+    from tuner.results.plots import VERDICT_COLORS, _figure, _save
 
     fig = _figure(10, 4.2)
     ax = fig.subplots()
@@ -331,7 +331,7 @@ def append_markdown(target: Path, text: str) -> None:
 
 def summary_markdown(results: Sequence[SeriesHistory], source: Path, max_p: float) -> str:
     """A markdown summary (for ``$GITHUB_STEP_SUMMARY``): what was analysed and every change point."""
-    from tuner.report import Doc
+    from tuner.results.report import Doc
 
     doc = Doc("Benchmark history: change points")
     found = [(r, cp) for r in results for cp in r.change_points]

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.table import Table
+from rich.text import Text
+
+from tuner.feedback import TableData
+
+
+def render(data: TableData) -> Table:
+    """A library table as a rich table (cells are plain text, never markup)."""
+    table = Table(title=data.title, caption=data.caption)
+    for column in data.columns:
+        table.add_column(column)
+    for row in data.rows:
+        table.add_row(*(Text(cell) for cell in row))
+    return table
 
 
 def _ms(value: float | None) -> str:
@@ -76,3 +90,41 @@ def telemetry_table(processes: list[dict[str, Any]], title: str) -> Table:
             ", ".join(proc["active"]) or "-",
         )
     return table
+
+
+TABLE_VERDICT = {"better": "better", "worse": "worse", "no_difference": "not significant", None: "n/a"}
+
+
+def compare_table(result: dict[str, Any]) -> Table:
+    a, b = result["a"], result["b"]
+    table = Table(
+        title=f"B / A — A: {a['label']} · B: {b['label']}", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True
+    )
+    table.add_column("metric", no_wrap=True)
+    table.add_column("A", justify="right", no_wrap=True)
+    table.add_column("B", justify="right", no_wrap=True)
+    table.add_column("B/A (95% CI)", justify="right", no_wrap=True)
+    table.add_column("p", justify="right", no_wrap=True)
+    table.add_column("verdict", min_width=11)
+    styles = {"better": "green", "worse": "red"}
+    for row in result["metrics"]:
+        ratio = "-" if row["ratio"] is None else f"{row['ratio']:.3f}"
+        if row["ci_low"] is not None and row["ci_high"] is not None:
+            ratio += f" ({row['ci_low']:.2f}–{row['ci_high']:.2f})"
+        style = styles.get(row["verdict"] or "", "")
+        verdict = TABLE_VERDICT.get(row["verdict"], str(row["verdict"]))
+        table.add_row(
+            row["metric"],
+            _num(row["a_median"]),
+            _num(row["b_median"]),
+            ratio,
+            "-" if row["p_value"] is None else f"{row['p_value']:.2g}",
+            f"[{style}]{verdict}[/{style}]" if style else verdict,
+        )
+    return table
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"

@@ -22,12 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich import box
-from rich.table import Table
-
 from tuner.errors import UserError
 from tuner.metrics import HIGHER_IS_BETTER, METRIC_NAMES
-from tuner.report import (
+from tuner.results.report import (
     describe_engine,
     describe_strategies,
     load,
@@ -40,9 +37,7 @@ from tuner.report import (
 from tuner.stats import unpaired_ratio
 
 COMPARE_SCHEMA = "tuner.compare/1"
-VERDICT_TEXT = {"better": "better", "worse": "worse", "no_difference": "no significant difference", None: "n/a"}
 # ``no_difference`` in the table: the shorter wording fits an 80-column terminal; the notes spell it out.
-TABLE_VERDICT = {**VERDICT_TEXT, "no_difference": "not significant"}
 
 
 @dataclass
@@ -212,39 +207,6 @@ def _differences(a: Side, b: Side) -> list[str]:
     return notes
 
 
-def verdict_text(row: dict[str, Any]) -> str:
-    return VERDICT_TEXT.get(row["verdict"], str(row["verdict"]))
-
-
-def compare_table(result: dict[str, Any]) -> Table:
-    a, b = result["a"], result["b"]
-    table = Table(
-        title=f"B / A — A: {a['label']} · B: {b['label']}", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True
-    )
-    table.add_column("metric", no_wrap=True)
-    table.add_column("A", justify="right", no_wrap=True)
-    table.add_column("B", justify="right", no_wrap=True)
-    table.add_column("B/A (95% CI)", justify="right", no_wrap=True)
-    table.add_column("p", justify="right", no_wrap=True)
-    table.add_column("verdict", min_width=11)
-    styles = {"better": "green", "worse": "red"}
-    for row in result["metrics"]:
-        ratio = "-" if row["ratio"] is None else f"{row['ratio']:.3f}"
-        if row["ci_low"] is not None and row["ci_high"] is not None:
-            ratio += f" ({row['ci_low']:.2f}–{row['ci_high']:.2f})"
-        style = styles.get(row["verdict"] or "", "")
-        verdict = TABLE_VERDICT.get(row["verdict"], str(row["verdict"]))
-        table.add_row(
-            row["metric"],
-            _num(row["a_median"]),
-            _num(row["b_median"]),
-            ratio,
-            "-" if row["p_value"] is None else f"{row['p_value']:.2g}",
-            f"[{style}]{verdict}[/{style}]" if style else verdict,
-        )
-    return table
-
-
 def compare_notes(result: dict[str, Any]) -> list[str]:
     """Lines to print under the table: both configurations and how to read the numbers."""
     a, b = result["a"], result["b"]
@@ -262,9 +224,3 @@ def compare_notes(result: dict[str, Any]) -> list[str]:
         "Throughput is better higher, latency (ms) lower.",
         f"Warning: {result['note']}.",
     ]
-
-
-def _num(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"

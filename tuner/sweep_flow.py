@@ -6,13 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from optuna import Study
-from rich.console import Console
-from rich.table import Table
 
 from tuner.config import Experiment
 from tuner.confirmation import CONFIRMATION_ATTR, run_confirmation
 from tuner.errors import StudyIncomplete
-from tuner.report import describe_engine, describe_strategies
+from tuner.feedback import SILENT, Feedback, TableData
+from tuner.results.report import describe_engine, describe_strategies
 from tuner.sweep import (
     Sweep,
     current_confirmation,
@@ -27,7 +26,7 @@ from tuner.sweep import (
 
 def run_sweep(
     experiment: Experiment,
-    console: Console,
+    feedback: Feedback = SILENT,
     *,
     storage: str | None = None,
     resume: bool = False,
@@ -40,43 +39,43 @@ def run_sweep(
     remaining = enqueue_missing(study, experiment, aa=aa)
     if n_trials is not None:
         remaining = n_trials
-    sweep = Sweep(experiment, study, console, aa=aa)
+    sweep = Sweep(experiment, study, feedback, aa=aa)
     out_dir = experiment.output_dir / experiment.name / ("sweep-aa" if aa else "sweep")
     try:
         if remaining:
             sweep.run(remaining)
         else:
-            console.print("nothing left to run: every trial of this study is finished")
+            feedback.note("nothing left to run: every trial of this study is finished")
         if not aa:
-            confirm_candidates(study, experiment, sweep, console)
+            confirm_candidates(study, experiment, sweep, feedback)
     finally:  # also on Ctrl-C (even one that lands while the engine closes): what finished is summarised and kept
         try:
             sweep.close()
         finally:
-            summary = write_summary(study, experiment, sweep, out_dir, console)
+            summary = write_summary(study, experiment, sweep, out_dir, feedback)
     require_complete(summary)
 
 
-def confirm_candidates(study: Study, experiment: Experiment, sweep: Sweep, console: Console) -> None:
+def confirm_candidates(study: Study, experiment: Experiment, sweep: Sweep, feedback: Feedback) -> None:
     """Confirm the screening's candidates on fresh pairs and store the result on the study, unless the study
     already holds a confirmation of the screening as it stands (a resumed, finished study)."""
     rows = summarize_study(study, experiment, sweep)
     if rows["incomplete"] or current_confirmation(study, rows["trials"], sweep.search) is not None:
         return
-    console.print("[bold]confirmation[/bold]: re-testing the screening's candidates against the baseline")
-    record = run_confirmation(rows["trials"], sweep.search, sweep.fresh_pairs, console)
+    feedback.note("confirmation: re-testing the screening's candidates against the baseline", "heading")
+    record = run_confirmation(rows["trials"], sweep.search, sweep.fresh_pairs, feedback)
     study.set_user_attr(CONFIRMATION_ATTR, record)
 
 
 def write_summary(
-    study: Study, experiment: Experiment, sweep: Sweep | None, out_dir: Path, console: Console
+    study: Study, experiment: Experiment, sweep: Sweep | None, out_dir: Path, feedback: Feedback
 ) -> dict[str, Any]:
-    """Summarise the study from its storage into ``out_dir``, print the trials table and the verdict."""
+    """Summarise the study from its storage into ``out_dir``; show the trials table and the verdict."""
     summary = summarize_study(study, experiment, sweep)
     paths = write_outputs(summary, out_dir)
-    console.print(trials_table(summary))
-    console.print(verdict_line(summary))
-    console.print("wrote " + ", ".join(str(p) for p in paths))
+    feedback.table(trials_table(summary))
+    feedback.note(verdict_line(summary))
+    feedback.note("wrote " + ", ".join(str(p) for p in paths))
     return summary
 
 
@@ -86,13 +85,9 @@ def require_complete(summary: dict[str, Any]) -> None:
         raise StudyIncomplete("the study is incomplete: " + "; ".join(summary["incomplete"]))
 
 
-def trials_table(summary: dict) -> Table:
+def trials_table(summary: dict[str, Any]) -> TableData:
     objectives = [o["metric"] for o in summary["objectives"]]
-    table = Table(
-        title=f"{summary['experiment']}: trials against the baseline",
-        caption="objective columns: each trial's paired ratio x the baseline's median (drift between trials cancels)",
-    )
-    for column in (
+    columns = (
         "#",
         "state",
         "strategies",
@@ -103,23 +98,30 @@ def trials_table(summary: dict) -> Table:
         "pairs",
         "feasible",
         "verdict",
-    ):
-        table.add_column(column)
+    )
+    rows = []
     for row in summary["trials"]:
         first = row["ratios"].get(objectives[0]) if row["ratios"] else None
         ci = f"{first['ratio']:.3f} [{first['ci_low']:.3f}, {first['ci_high']:.3f}]" if first else "-"
         p = f"{first['p_value']:.3f}" if first and first["p_value"] is not None else "-"
         strategies = "baseline" if row["is_baseline"] else describe_strategies(row["strategies"])
-        table.add_row(
-            str(row["number"]),
-            row["state"],
-            strategies,
-            describe_engine(row["engine"]),
-            *[f"{row['anchored'].get(m, float('nan')):.2f}" if row["anchored"] else "-" for m in objectives],
-            ci,
-            p,
-            str(row["pairs"]),
-            str(row["feasible"]),
-            str(row["verdict"] or "-"),
+        rows.append(
+            (
+                str(row["number"]),
+                row["state"],
+                strategies,
+                describe_engine(row["engine"]),
+                *[f"{row['anchored'].get(m, float('nan')):.2f}" if row["anchored"] else "-" for m in objectives],
+                ci,
+                p,
+                str(row["pairs"]),
+                str(row["feasible"]),
+                str(row["verdict"] or "-"),
+            )
         )
-    return table
+    return TableData(
+        title=f"{summary['experiment']}: trials against the baseline",
+        columns=columns,
+        rows=rows,
+        caption="objective columns: each trial's paired ratio x the baseline's median (drift between trials cancels)",
+    )

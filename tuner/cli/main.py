@@ -7,22 +7,19 @@ incomplete (its baseline or every trial failed, or some trials failed; the summa
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from strategies import Param
 from tuner import interrupts
-from tuner.cli_results import register as register_result_commands
-from tuner.errors import StudyIncomplete, UserError
+from tuner.cli.output import console, fail, user_errors
+from tuner.cli.progress import ConsoleFeedback
+from tuner.cli.results import register as register_result_commands
+from tuner.cli.tables import repetitions_table, telemetry_table
 
 app = typer.Typer(
     help="Benchmark and tune vLLM's host-side performance on a live engine.",
@@ -33,45 +30,6 @@ app = typer.Typer(
 strategies_app = typer.Typer(help="Inspect the available strategies.", no_args_is_help=True)
 app.add_typer(strategies_app, name="strategies")
 register_result_commands(app)
-# Piped output (CI logs, tee) would wrap tables at rich's 80-column default; COLUMNS still wins.
-console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
-err_console = Console(stderr=True)
-
-EXIT_BAD_INPUT = 2
-EXIT_NOT_ACTIVE = 3
-EXIT_ENGINE = 4
-EXIT_INCOMPLETE = 5
-EXIT_INTERRUPTED = 130
-
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn the library's expected failures into a message and an exit status (never a traceback)."""
-    from tuner.engine import EngineError
-    from tuner.measure import StrategyNotActive
-
-    try:
-        yield
-    except UserError as exc:
-        for problem in exc.problems:
-            err_console.print(f"[red]error:[/red] {escape(problem.render(exc.file))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_BAD_INPUT) from None
-    except StrategyNotActive as exc:
-        fail(str(exc), EXIT_NOT_ACTIVE)
-    except EngineError as exc:
-        fail(str(exc), EXIT_ENGINE)
-    except StudyIncomplete as exc:
-        fail(str(exc), EXIT_INCOMPLETE)
-    except KeyboardInterrupt:
-        interrupts.acknowledge()
-        fail("interrupted", EXIT_INTERRUPTED)
-
-
 ExperimentFile = Annotated[Path, typer.Argument(help="experiment YAML file", show_default=False)]
 
 
@@ -85,7 +43,12 @@ def run(
     from tuner.runner import run_experiment
 
     with user_errors():
-        run_experiment(load_experiment(experiment), console, output)
+        loaded = load_experiment(experiment)
+        path, record = run_experiment(loaded, ConsoleFeedback(console), output)
+    repetitions = record["repetitions"]
+    console.print(repetitions_table(repetitions, title=f"{loaded.name}: {len(repetitions)} repetitions"))
+    console.print(telemetry_table(repetitions[-1]["processes"], title="GC telemetry per process (last repetition)"))
+    console.print(f"engine start {record['engine']['start_s']:.1f} s · wrote [bold]{escape(str(path))}[/bold]")
 
 
 @app.command()
@@ -106,7 +69,7 @@ def versions(
     from tuner.config import load_experiment
     from tuner.installs import probe
     from tuner.metrics import METRIC_NAMES
-    from tuner.versions_command import compare_installs
+    from tuner.versions_flow import compare_installs
 
     with user_errors():
         if len(pythons) < 2:
@@ -115,7 +78,9 @@ def versions(
             fail(f"--metric: unknown metric {metric!r}")
         installs = [probe(python) for python in pythons]  # each install checked before the experiment loads vLLM
         loaded = load_experiment(experiment)
-        compare_installs(loaded, experiment, installs, console, starts=starts, metric=metric, seed=seed)
+        compare_installs(
+            loaded, experiment, installs, ConsoleFeedback(console), starts=starts, metric=metric, seed=seed
+        )
 
 
 @app.command()
@@ -129,11 +94,19 @@ def sweep(
 ) -> None:
     """Search strategy sets and engine args with Optuna, each trial paired against the baseline."""
     from tuner.config import load_experiment
-    from tuner.sweep_command import run_sweep
+    from tuner.sweep_flow import run_sweep
 
     with user_errors():
         loaded = load_experiment(experiment)
-        run_sweep(loaded, console, storage=storage, resume=resume, aa=aa, study_name=study_name, n_trials=n_trials)
+        run_sweep(
+            loaded,
+            ConsoleFeedback(console),
+            storage=storage,
+            resume=resume,
+            aa=aa,
+            study_name=study_name,
+            n_trials=n_trials,
+        )
 
 
 @app.command()
@@ -149,7 +122,7 @@ def worker(
     from tuner.worker import run_worker
 
     with user_errors():
-        run_worker(load_experiment(experiment), console, storage=storage, study_name=study_name)
+        run_worker(load_experiment(experiment), ConsoleFeedback(console), storage=storage, study_name=study_name)
 
 
 @strategies_app.command("list")

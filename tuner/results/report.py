@@ -30,13 +30,12 @@ from typing import Any, Literal
 
 from tuner.errors import UserError
 from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES, METRIC_NAMES, flat_metrics
-from tuner.report_tail import run_tail, tail_sections
-from tuner.results import SUPPORTED_RUN_SCHEMAS, write_text
+from tuner.results.files import SUPPORTED_RUN_SCHEMAS, write_text
+from tuner.results.tail_section import run_tail, tail_sections
 
 SWEEP_SCHEMA = "tuner.sweep/1"
 SUPPORTED_SWEEP_SCHEMAS = {SWEEP_SCHEMA}
 PERCENTILES = ("p50", "p90", "p99")
-VERDICTS = ("better", "worse", "no_difference", "inconclusive")
 
 Kind = Literal["run", "sweep"]
 
@@ -461,7 +460,7 @@ def build_report(path: Path, out_dir: Path | None = None) -> list[Path]:
 
 
 def _run_doc(loaded: Loaded, out: Path) -> Doc:
-    from tuner import plots
+    from tuner.results import plots
 
     run = loaded.data
     reps = run_reps(run)
@@ -537,7 +536,7 @@ def _run_doc(loaded: Loaded, out: Path) -> Doc:
 
 
 def _gc_sections(doc: Doc, out: Path, series: dict[str, list[ProcessGc]], *, title: str, intro: str = "") -> None:
-    from tuner import plots
+    from tuner.results import plots
 
     doc.h("Garbage collection per process")
     if intro:
@@ -696,7 +695,7 @@ def _confirmation_section(doc: Doc, summary: dict[str, Any]) -> None:
 
 
 def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
-    from tuner import plots
+    from tuner.results import plots
 
     summary = loaded.data
     name = str(summary.get("experiment", "?"))
@@ -857,7 +856,7 @@ def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
 
 
 def _ratio_panel(trials: list[dict[str, Any]], metric: str) -> Any:
-    from tuner import plots
+    from tuner.results import plots
 
     bars = []
     for t in trials:

@@ -1,6 +1,6 @@
 """CLI commands that read results: ``tuner report``, ``compare``, ``export bench`` and ``history``.
 
-``tuner.cli`` adds them with ``register(app)``. Each command imports its library module lazily (the CLI starts
+``tuner.cli.main`` adds them with ``register(app)``. Each command imports its library module lazily (the CLI starts
 fast) and wraps its body in ``tuner.cli.user_errors()``, so bad input prints one line and exits 2.
 """
 
@@ -50,8 +50,8 @@ def report(
     study_name: Annotated[str | None, typer.Option(help="with --storage; default: the experiment name")] = None,
 ) -> None:
     """Write report.md, a self-contained report.html and PNG plots for a run or a sweep."""
-    from tuner.cli import console, user_errors
-    from tuner.report import build_report
+    from tuner.cli.output import console, user_errors
+    from tuner.results.report import build_report
 
     with user_errors():
         if storage is not None:
@@ -69,9 +69,10 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="print machine-readable JSON instead of a table")] = False,
 ) -> None:
     """Compare B against A metric by metric: medians, ratio B/A with a 95% CI, p-value and verdict."""
-    from tuner.cli import console, user_errors
-    from tuner.compare import compare as compare_sides
-    from tuner.compare import compare_notes, compare_table, load_side
+    from tuner.cli.output import console, user_errors
+    from tuner.cli.tables import compare_table
+    from tuner.results.compare import compare as compare_sides
+    from tuner.results.compare import compare_notes, load_side
 
     with user_errors():
         side_a, side_b = load_side(a), load_side(b)
@@ -111,8 +112,8 @@ def export_bench(
     prefix: Annotated[str | None, typer.Option(help="benchmark name prefix (default: the experiment name)")] = None,
 ) -> None:
     """Export a run or sweep for benchmark-action/github-action-benchmark (custom tools)."""
-    from tuner.bench_export import export_bench as write_bench
-    from tuner.cli import console, user_errors
+    from tuner.cli.output import console, user_errors
+    from tuner.results.bench_export import export_bench as write_bench
 
     with user_errors():
         paths = write_bench(
@@ -150,9 +151,9 @@ def history(
     """Find change points in stored benchmark series (Apache Otava) and plot each series."""
     from rich.table import Table
 
-    from tuner.cli import console, user_errors
-    from tuner.history import append_markdown, summary_markdown
-    from tuner.history import history as analyse
+    from tuner.cli.output import console, user_errors
+    from tuner.results.history import append_markdown, summary_markdown
+    from tuner.results.history import history as analyse
 
     with user_errors():
         results = analyse(path, out, patterns=series or [], max_p=max_p, min_change_pct=min_change)
@@ -205,10 +206,10 @@ def pr_check(
     """Compare a PR's exported series with its base branch's stored series (not the single previous point)."""
     from rich.table import Table
 
-    from tuner.cli import console, user_errors
-    from tuner.pr_check import comment_markdown
-    from tuner.pr_check import pr_check as check
-    from tuner.results import write_text
+    from tuner.cli.output import console, user_errors
+    from tuner.results.files import write_text
+    from tuner.results.pr_check import comment_markdown
+    from tuner.results.pr_check import pr_check as check
 
     with user_errors():
         checks = check(
@@ -252,8 +253,8 @@ def dashboard(
     title: Annotated[str, typer.Option(help="the figure's title")] = "host-side performance series",
 ) -> None:
     """Render github-action-benchmark's charts from exported files (one PNG: a chart per series)."""
-    from tuner.cli import console, user_errors
-    from tuner.dashboard import render
+    from tuner.cli.output import console, user_errors
+    from tuner.results.dashboard import render
 
     with user_errors():
         path = render(exports, out, title)

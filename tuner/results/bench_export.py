@@ -37,7 +37,8 @@ from typing import Any, Literal, TypeGuard
 
 from tuner.errors import UserError
 from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES
-from tuner.report import (
+from tuner.results.files import write_json
+from tuner.results.report import (
     Loaded,
     baseline_trial,
     describe_engine,
@@ -50,7 +51,6 @@ from tuner.report import (
     trial_reps,
     vllm_version,
 )
-from tuner.results import write_json
 
 BenchKind = Literal["bigger", "smaller"]
 Series = Literal["ratio", "absolute"]
