@@ -20,10 +20,9 @@ from typing import Any
 from rich.console import Console
 
 from tuner.config import Experiment
-from tuner.engine import open_session
 from tuner.environment import environment_record
 from tuner.interleave import interleaved_comparison
-from tuner.measure import Workbench
+from tuner.measure import Workbench, open_session
 from tuner.pairing import measure_pairs
 from tuner.plugin.protocol import encode_spec
 from tuner.results.files import write_json

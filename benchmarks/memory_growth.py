@@ -17,9 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.config import Experiment
-from tuner.engine import open_session
 from tuner.environment import environment_record
-from tuner.measure import Workbench
+from tuner.measure import Workbench, open_session
 from tuner.plugin.protocol import encode_spec
 from tuner.results.files import write_json
 

@@ -6,8 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tuner.config import Experiment
-from tuner.engine import open_session
-from tuner.measure import Workbench
+from tuner.measure import Workbench, open_session
 from tuner.plugin.protocol import encode_spec
 from tuner.stats import mirrored_order, paired_ratio_of_sums
 

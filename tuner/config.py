@@ -18,11 +18,10 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tuner.engine_args import BUILTIN_DIR, BUILTIN_PREFIX
 from tuner.errors import Problem, UserError
 from tuner.search_space import Range, Scalar, Search, split_key, yaml_kind
 
-BUILTIN_PREFIX = "builtin:"
-BUILTIN_DIR = Path(__file__).parent / "models"
 MAX_TOKENS = 1 << 24  # longer than any model's context
 MAX_PROMPTS = 10_000_000
 MAX_FILE_BYTES = 1 << 20
@@ -398,8 +397,7 @@ def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list
     rules): the experiment's engine args, and each engine value of the search space on top of them. Each strategy
     must act on the code path vLLM resolves for them (model runner, scheduling, executor, parallelism)."""
     from strategies import strategy_classes
-    from tuner.engine import resolve_engine_args
-    from tuner.engine_args import engine_config
+    from tuner.engine_args import engine_config, resolve_engine_args
 
     candidates: list[tuple[dict[str, Any], tuple[int | str, ...], str]] = [(experiment.engine, ("engine",), "engine")]
     space = experiment.search.space if experiment.search else {}

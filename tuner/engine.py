@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 
 from tuner import interrupts
-from tuner.config import BUILTIN_DIR, BUILTIN_PREFIX, Sampling, Serve
+from tuner.config import Sampling
 from tuner.engine_args import condense
 from tuner.metrics import RequestTiming
 from tuner.plugin.protocol import (
@@ -153,18 +153,6 @@ async def drive_requests(
 
     await asyncio.gather(*(one(*item) for item in zip(ids, requests, offsets, timings, strict=True)))
     return timings, time.perf_counter() - start
-
-
-def resolve_engine_args(engine: dict[str, Any]) -> dict[str, Any]:
-    """Engine args as vLLM gets them: bundled models become a path with dummy weights and no tokenizer."""
-    args = dict(engine)
-    model = str(args.get("model", ""))
-    if model.startswith(BUILTIN_PREFIX):
-        args["model"] = str(BUILTIN_DIR / model.removeprefix(BUILTIN_PREFIX))
-        args.setdefault("load_format", "dummy")
-        args.setdefault("skip_tokenizer_init", True)
-    args.setdefault("seed", 0)
-    return args
 
 
 def sampling_params(sampling: Sampling, max_tokens: int) -> Any:
@@ -431,15 +419,3 @@ class StreamingSession(EngineSession):
 
     async def _shutdown(self, engine: Any) -> None:
         engine.shutdown()
-
-
-def open_session(
-    engine_args: dict[str, Any], plugin_spec: str, *, streaming: bool, serve: Serve | None = None
-) -> EngineSession:
-    """Start the right kind of engine: in this process for the workload's shape, or an HTTP server (``serve``)."""
-    args = resolve_engine_args(engine_args)
-    if serve is not None:
-        from tuner.server import EndpointSession, ServerSession
-
-        return EndpointSession(args, plugin_spec, serve) if serve.endpoint else ServerSession(args, plugin_spec, serve)
-    return (StreamingSession if streaming else OfflineSession)(args, plugin_spec)

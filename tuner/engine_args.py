@@ -14,9 +14,14 @@ import logging
 import re
 from collections.abc import Iterator
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from tuner.vllm_env import import_vllm
+
+BUILTIN_PREFIX = "builtin:"
+"""``model: builtin:NAME`` is one of the tiny configs bundled with the tuner, run with dummy weights."""
+BUILTIN_DIR = Path(__file__).parent / "models"
 
 
 def cli_flags(args: dict[str, Any]) -> list[str]:
@@ -122,3 +127,15 @@ def condense(exc: BaseException) -> str:
             pass
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return f"{type(exc).__name__}: {lines[0] if lines else 'no message'}"
+
+
+def resolve_engine_args(engine: dict[str, Any]) -> dict[str, Any]:
+    """Engine args as vLLM gets them: bundled models become a path with dummy weights and no tokenizer."""
+    args = dict(engine)
+    model = str(args.get("model", ""))
+    if model.startswith(BUILTIN_PREFIX):
+        args["model"] = str(BUILTIN_DIR / model.removeprefix(BUILTIN_PREFIX))
+        args.setdefault("load_format", "dummy")
+        args.setdefault("skip_tokenizer_init", True)
+    args.setdefault("seed", 0)
+    return args

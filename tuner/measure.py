@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from strategies import Role, strategy_classes
-from tuner.config import Experiment
-from tuner.engine import EngineSession
+from tuner.config import Experiment, Serve
+from tuner.engine import EngineSession, OfflineSession, StreamingSession
+from tuner.engine_args import resolve_engine_args
 from tuner.feedback import SILENT, Feedback, task
 from tuner.metrics import summarize
 from tuner.plugin.protocol import PLUGIN_ERROR, ProcessReport
+from tuner.server import EndpointSession, ServerSession
 from tuner.tail import attribute
 from tuner.workload import RequestSpec, arrival_offsets, build_requests
 
@@ -61,8 +63,36 @@ def check_active(reports: list[ProcessReport], requested: dict[str, dict[str, An
         raise StrategyNotActive("requested strategies are not active:\n  " + "\n  ".join(problems))
 
 
+def open_session(
+    engine_args: dict[str, Any], plugin_spec: str, *, streaming: bool, serve: Serve | None = None
+) -> EngineSession:
+    """Start the right kind of engine: in this process for the workload's shape, or an HTTP server (``serve``)."""
+    args = resolve_engine_args(engine_args)
+    if serve is not None:
+        return EndpointSession(args, plugin_spec, serve) if serve.endpoint else ServerSession(args, plugin_spec, serve)
+    return (StreamingSession if streaming else OfflineSession)(args, plugin_spec)
+
+
 class Workbench:
     """A started engine plus the experiment's fixed requests: measure repetitions on it."""
+
+    @classmethod
+    def start(cls, experiment: Experiment, plugin_spec: str, engine_args: dict[str, Any] | None = None) -> Workbench:
+        """The one engine start for an experiment: its engine args (or ``engine_args``), its workload's mode,
+        the plugin with ``plugin_spec``; warmed up, so that the first measured repetition is not a cold one."""
+        session = open_session(
+            experiment.engine if engine_args is None else engine_args,
+            plugin_spec,
+            streaming=experiment.workload.streaming,
+            serve=experiment.serving,
+        )
+        try:
+            bench = cls(session, experiment)
+            bench.warm_up()
+        except BaseException:
+            session.close()
+            raise
+        return bench
 
     def __init__(self, session: EngineSession, experiment: Experiment) -> None:
         self.session = session

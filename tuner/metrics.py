@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from tuner.stats import percentiles
 
-if TYPE_CHECKING:
-    from tuner.config import Slo
+
+class LatencyTargets(Protocol):
+    """Per-request latency targets in milliseconds, None where not set (:class:`tuner.config.Slo` is one)."""
+
+    @property
+    def ttft_ms(self) -> float | None: ...
+
+    @property
+    def tpot_ms(self) -> float | None: ...
+
+    @property
+    def e2e_ms(self) -> float | None: ...
 
 
 @dataclass
@@ -29,7 +39,7 @@ class RequestTiming:
         return sum(self.chunk_tokens)
 
 
-def meets_slo(timing: RequestTiming, slo: Slo) -> bool:
+def meets_slo(timing: RequestTiming, slo: LatencyTargets) -> bool:
     """Whether a finished request met every latency target that is set (as ``vllm bench serve --goodput``)."""
     assert timing.finished is not None
     ttft = (timing.chunk_times[0] - timing.sent) * 1e3
@@ -40,7 +50,7 @@ def meets_slo(timing: RequestTiming, slo: Slo) -> bool:
     return all(target is None or value <= target for target, value in targets)
 
 
-def summarize(timings: list[RequestTiming], wall_s: float, slo: Slo | None = None) -> dict[str, Any]:
+def summarize(timings: list[RequestTiming], wall_s: float, slo: LatencyTargets | None = None) -> dict[str, Any]:
     """Throughput, goodput under ``slo`` and latency distributions (ms) of one repetition."""
     done = [t for t in timings if t.finished is not None and t.chunk_times]
     good = sum(meets_slo(t, slo) for t in done) if slo is not None else len(done)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import Experiment
-from tuner.engine import open_session, resolve_engine_args
+from tuner.engine_args import resolve_engine_args
 from tuner.environment import environment_record
 from tuner.feedback import SILENT, Feedback, task
 from tuner.measure import Workbench
@@ -56,17 +56,11 @@ def run_experiment(
     ``output``); return its path and the record."""
     path = output or new_run_dir(experiment.output_dir, experiment.name) / "run.json"
     with task(feedback, f"starting vLLM engine ({experiment.engine.get('model', '')})", None):
-        session = open_session(
-            experiment.engine,
-            encode_spec(experiment.strategies),
-            streaming=experiment.workload.streaming,
-            serve=experiment.serving,
-        )
+        bench = Workbench.start(experiment, encode_spec(experiment.strategies))
+    session = bench.session
     try:
-        bench = Workbench(session, experiment)
         bench.switch(experiment.strategies)  # already applied at start: this proves them active everywhere
         repetitions = []
-        bench.warm_up()
         with task(feedback, "repetitions", experiment.measure.repetitions) as reps:
             for index in range(experiment.measure.repetitions):
                 rep = bench.repetition(feedback, label=f"repetition {index + 1}")

@@ -40,7 +40,7 @@ from tuner.confirmation import (
     screening_power,
     screening_results,
 )
-from tuner.engine import EngineError, EngineSession, open_session
+from tuner.engine import EngineError, EngineSession
 from tuner.engine_args import cli_flags
 from tuner.environment import environment_record
 from tuner.errors import UserError
@@ -271,19 +271,13 @@ class Sweep:
             if key in self.failed_starts:  # the same engine would fail the same way: once per config is enough
                 raise EngineError(f"not started again: this engine config failed to start ({self.failed_starts[key]})")
             try:
-                self.session = open_session(
-                    wanted,
-                    encode_spec({}, self.installable),
-                    streaming=self.experiment.workload.streaming,
-                    serve=self.experiment.serving,
-                )
+                self.bench = Workbench.start(self.experiment, encode_spec({}, self.installable), wanted)
             except EngineError as exc:
                 self.failed_starts[key] = str(exc)
                 raise
+            self.session = self.bench.session
             self.start_s.append(self.session.start_s)
             self.engine_args = wanted
-            self.bench = Workbench(self.session, self.experiment)
-            self.bench.warm_up()
         return self.bench
 
     def close(self) -> None:

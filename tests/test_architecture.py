@@ -1,0 +1,162 @@
+"""The package's boundaries, checked on the source: no import cycle, the plugin reached only through its protocol,
+rich only in the command line, the results never importing the engine side.
+
+Every import counts: top-level, inside functions (lazy) and under ``TYPE_CHECKING``, since each of them is a
+dependency a reader has to follow.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("tuner", "strategies")
+ENGINE_SIDE = ("tuner.engine", "tuner.server", "tuner.measure", "tuner.runner", "tuner.sweep", "tuner.worker")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))}
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules ``name`` imports (``from pkg import module`` counts as the module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        else:
+            continue
+        found |= {t for t in targets if t.split(".")[0] in PACKAGES and t != name}
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(import_graph()) == []
+
+
+def _plugin_side(name: str) -> bool:
+    return name == "tuner.plugin" or name.startswith("tuner.plugin.")
+
+
+def test_the_tuner_side_reaches_the_plugin_only_through_its_protocol() -> None:
+    """Code that runs in the tuner imports ``tuner.plugin.protocol`` only: the rest runs inside vLLM's processes,
+    loaded there by vLLM through the entry point."""
+    wrong = {
+        (name, target)
+        for name, targets in import_graph().items()
+        if not _plugin_side(name) and not name.startswith("strategies")
+        for target in targets
+        if _plugin_side(target) and target != "tuner.plugin.protocol"
+    }
+    assert wrong == set()
+
+
+def test_the_plugin_protocol_imports_nothing_of_the_project() -> None:
+    assert import_graph()["tuner.plugin.protocol"] == set()
+
+
+def test_the_plugin_side_does_not_import_the_tuner_side() -> None:
+    wrong = {
+        (name, target)
+        for name, targets in import_graph().items()
+        if _plugin_side(name)
+        for target in targets
+        if target.startswith("tuner") and not _plugin_side(target)
+    }
+    assert wrong == set()
+
+
+def test_the_results_never_import_the_engine_side_or_the_cli() -> None:
+    wrong = {
+        (name, target)
+        for name, targets in import_graph().items()
+        if name.startswith("tuner.results")
+        for target in targets
+        if target.startswith(ENGINE_SIDE)
+        or target.startswith("tuner.cli")
+        or (_plugin_side(target) and target != "tuner.plugin.protocol")
+    }
+    assert wrong == set()
+
+
+def test_nothing_below_the_cli_imports_it() -> None:
+    wrong = {
+        (name, target)
+        for name, targets in import_graph().items()
+        if not name.startswith("tuner.cli") and name != "tuner.__main__"
+        for target in targets
+        if target.startswith("tuner.cli")
+    }
+    assert wrong == set()
+
+
+@pytest.mark.parametrize("library", ["rich", "typer"])
+def test_terminal_libraries_only_in_the_cli(library: str) -> None:
+    users = set()
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            if any(n == library or n.startswith(f"{library}.") for n in names):
+                users.add(name)
+    assert users and all(u.startswith("tuner.cli") for u in users), sorted(users)
