@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +82,7 @@ def pairs_estimate(pairs: Sequence[Pair], metric: str, *, seed: int = 0) -> Rati
     return paired_ratio_of_sums(*columns, higher_is_better=metric in HIGHER_IS_BETTER, seed=seed)
 
 
-def screening_results(rows: Sequence[dict[str, Any]], metric: str) -> tuple[list[ScreeningResult], list[str]]:
+def screening_results(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[list[ScreeningResult], list[str]]:
     """Every completed screened trial's estimate of ``metric``, and notes on the trials left out: engine-arg
     trials were paired against a reference on their own engine, so their ratio leaves out the engine-arg effect
     and they cannot be confirmed against vLLM as installed."""
@@ -102,7 +102,7 @@ def screening_results(rows: Sequence[dict[str, Any]], metric: str) -> tuple[list
     return results, notes
 
 
-def candidate(row: dict[str, Any], metric: str) -> Candidate:
+def candidate(row: Mapping[str, Any], metric: str) -> Candidate:
     """How ``row``'s trial is confirmed: step level where it was screened by steps and ``metric`` is measured by
     steps, else run level; its pair rate from its screening."""
     steps = row.get("step_interleave") or {}
@@ -130,7 +130,7 @@ def _finite(value: float) -> float | None:
 
 
 def run_confirmation(
-    rows: Sequence[dict[str, Any]], search: Search, measure: Measure, feedback: Feedback = SILENT
+    rows: Sequence[Mapping[str, Any]], search: Search, measure: Measure, feedback: Feedback = SILENT
 ) -> dict[str, Any]:
     """Plan, measure look by look and decide; return the record to store on the study."""
     metric = search.objectives[0].metric

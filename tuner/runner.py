@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from tuner.config import Experiment
 from tuner.engine_args import resolve_engine_args
@@ -14,10 +14,11 @@ from tuner.feedback import SILENT, Feedback, task
 from tuner.measure import Workbench
 from tuner.metrics import flat_metrics
 from tuner.plugin.protocol import encode_spec
-from tuner.results.files import RUN_SCHEMA, new_run_dir, write_json
+from tuner.results.files import new_run_dir, write_json
+from tuner.results.records import RUN_SCHEMA, Repetition, RunRecord
 
 
-def aggregate(repetitions: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def aggregate(repetitions: Sequence[Repetition]) -> dict[str, dict[str, float]]:
     """Mean, median, min, max and CV of every flat metric over repetitions."""
     flats = [flat_metrics(r["metrics"]) for r in repetitions]
     summary = {}
@@ -34,7 +35,7 @@ def aggregate(repetitions: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return summary
 
 
-def rss_growth(repetitions: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def rss_growth(repetitions: Sequence[Repetition]) -> dict[str, dict[str, float]]:
     """RSS per process at the end of the first and the last repetition: memory traded for GC time shows here."""
     first = {p["process_name"]: p["gc"]["rss_bytes"] for p in repetitions[0]["processes"]}
     last = {p["process_name"]: p["gc"]["rss_bytes"] for p in repetitions[-1]["processes"]}
@@ -51,7 +52,7 @@ def rss_growth(repetitions: list[dict[str, Any]]) -> dict[str, dict[str, float]]
 
 def run_experiment(
     experiment: Experiment, feedback: Feedback = SILENT, output: Path | None = None
-) -> tuple[Path, dict[str, Any]]:
+) -> tuple[Path, RunRecord]:
     """Start the engine, prove the strategies active, measure the repetitions, write ``run.json`` (or
     ``output``); return its path and the record."""
     path = output or new_run_dir(experiment.output_dir, experiment.name) / "run.json"
@@ -60,16 +61,17 @@ def run_experiment(
     session = bench.session
     try:
         bench.switch(experiment.strategies)  # already applied at start: this proves them active everywhere
-        repetitions = []
+        repetitions: list[Repetition] = []
         with task(feedback, "repetitions", experiment.measure.repetitions) as reps:
             for index in range(experiment.measure.repetitions):
                 rep = bench.repetition(feedback, label=f"repetition {index + 1}")
-                rep.pop("token_ids")
-                repetitions.append({"index": index, **rep})
+                repetitions.append(
+                    {"index": index, "metrics": rep["metrics"], "processes": rep["processes"], "tail": rep["tail"]}
+                )
                 reps.advance()
     finally:
         session.close()
-    record = {
+    record: RunRecord = {
         "schema": RUN_SCHEMA,
         "kind": "run",
         "experiment": experiment.name,

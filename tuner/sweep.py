@@ -22,9 +22,9 @@ import shlex
 import sqlite3
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import optuna
 
@@ -50,6 +50,7 @@ from tuner.measure import Workbench
 from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
 from tuner.pairing import Arms, measure_pairs, step_interleavable
 from tuner.plugin.protocol import encode_spec
+from tuner.results.records import SWEEP_SCHEMA, SweepSummary, TrialRow, TrialState, Winner
 from tuner.search_space import (
     Pairs,
     Search,
@@ -64,7 +65,6 @@ from tuner.stats import unpaired_ratio
 from tuner.tail import tail_record
 from tuner.verdicts import slo
 
-SWEEP_SCHEMA = "tuner.sweep/1"
 DEFAULT_TRIALS = 20
 BASELINE_ATTR = "baseline"
 WORKER_ATTR = "worker"
@@ -523,7 +523,7 @@ def _compact(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------- summary
 
 
-def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | None) -> dict[str, Any]:
+def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | None) -> SweepSummary:
     """The study as plain data (schema ``tuner.sweep/1``), read back from storage."""
     search = require_search(experiment)
     trials = study.get_trials(deepcopy=False)
@@ -537,7 +537,8 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | 
             row["failure"] = f"its worker stopped sending heartbeats; retried as trial {retried_as[row['number']]}"
     complete = [r for r in rows if r["state"] == "COMPLETE"]
     pareto = [t.number for t in study.best_trials if t.user_attrs.get("feasible")] if complete else []
-    summary = {
+    confirmation = current_confirmation(study, rows, search)
+    summary: SweepSummary = {
         "schema": SWEEP_SCHEMA,
         "kind": "sweep",
         "experiment": experiment.name,
@@ -553,31 +554,32 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | 
         "trials": rows,
         "pareto": pareto,
         "importance": _importance(study),
+        "best": _best(rows, search) if baseline is not None else [],  # screening's significant trials
+        "confirmation": confirmation,
+        "power": {
+            "before_screening": study.user_attrs.get(SCREENING_POWER_ATTR),
+            "before_confirmation": (confirmation or {}).get("power"),
+        },
+        "winner": winner(rows, confirmation),
+        "incomplete": incomplete_reasons(rows),
     }
-    summary["best"] = _best(rows, search) if baseline is not None else []  # screening's significant trials
-    confirmation = current_confirmation(study, rows, search)
-    summary["confirmation"] = confirmation
-    summary["power"] = {
-        "before_screening": study.user_attrs.get(SCREENING_POWER_ATTR),
-        "before_confirmation": (confirmation or {}).get("power"),
-    }
-    summary["winner"] = winner(rows, confirmation)
     if baseline is None:
         summary["winner"]["reason"] = "no verdict: the baseline trial did not complete"
     elif confirmation is None:
         summary["winner"]["reason"] = "A/A sweep: nothing to confirm" if any(r["aa"] for r in rows) else pending(study)
-    summary["incomplete"] = incomplete_reasons(rows)
     if any(r["aa"] for r in rows):
         aa = [r for r in complete if r["aa"]]
         by_method = {
             "runs": [r["verdict"] for r in aa if r["verdict"] is not None],
-            "steps": [r["step_interleave"]["verdict"] for r in aa if (r["step_interleave"] or {}).get("estimate")],
+            "steps": [s["verdict"] for r in aa if (s := r["step_interleave"] or {}).get("estimate")],
         }
         summary["aa"] = {method: _aa_counts(verdicts) for method, verdicts in by_method.items() if verdicts}
     return summary
 
 
-def current_confirmation(study: optuna.Study, rows: list[dict[str, Any]], search: Search) -> dict[str, Any] | None:
+def current_confirmation(
+    study: optuna.Study, rows: Sequence[Mapping[str, Any]], search: Search
+) -> dict[str, Any] | None:
     """The study's confirmation record if it confirmed the screening as it stands (None when pending or stale:
     trials screened since)."""
     record = study.user_attrs.get(CONFIRMATION_ATTR)
@@ -592,7 +594,7 @@ def _aa_counts(verdicts: list[str]) -> dict[str, Any]:
     return {"comparisons": len(verdicts), "significant": hits, "false_positive_rate": hits / len(verdicts)}
 
 
-def incomplete_reasons(rows: list[dict[str, Any]]) -> list[str]:
+def incomplete_reasons(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Why a study's result is not the one asked for: a baseline that did not complete, no completed trial, or
     failed trials (a failed trial that a later retry completed does not count)."""
     reasons = []
@@ -614,10 +616,10 @@ def incomplete_reasons(rows: list[dict[str, Any]]) -> list[str]:
 
 def _trial_row(
     trial: optuna.trial.FrozenTrial, baseline: optuna.trial.FrozenTrial | None, experiment: Experiment
-) -> dict[str, Any]:
+) -> TrialRow:
     attrs = trial.user_attrs
-    state = "INTERRUPTED" if attrs.get("failure") == "interrupted" else trial.state.name
-    row: dict[str, Any] = {
+    state = cast(TrialState, "INTERRUPTED" if attrs.get("failure") == "interrupted" else trial.state.name)
+    row: TrialRow = {
         "number": trial.number,
         "state": state,
         "is_baseline": bool(attrs.get(BASELINE_ATTR)),
@@ -656,7 +658,7 @@ def _trial_row(
     return row
 
 
-def _best(rows: list[dict[str, Any]], search: Search) -> list[int]:
+def _best(rows: Sequence[TrialRow], search: Search) -> list[int]:
     """Feasible trials that significantly beat the baseline, best first by the first objective's ratio."""
     first = search.objectives[0]
     winners = [
@@ -680,7 +682,7 @@ def _importance(study: optuna.Study) -> dict[str, float]:
         return {}
 
 
-def winner(rows: list[dict[str, Any]], confirmation: dict[str, Any] | None) -> dict[str, Any]:
+def winner(rows: Sequence[TrialRow], confirmation: dict[str, Any] | None) -> Winner:
     """The configuration to deploy: the confirmed winner with its confirmation estimate as the effect, or vLLM
     as installed when confirmation found none (or has not run)."""
     decision = (confirmation or {}).get("decision") or {}
@@ -699,7 +701,7 @@ def winner(rows: list[dict[str, Any]], confirmation: dict[str, Any] | None) -> d
     }
 
 
-def write_outputs(summary: dict[str, Any], out_dir: Path) -> list[Path]:
+def write_outputs(summary: SweepSummary, out_dir: Path) -> list[Path]:
     """``summary.json``, and ``winner.yaml`` / ``winner.env`` for a confirmed winner only; without one,
     ``no-confirmed-winner.txt`` says so (and any older winner files are removed). Atomic writes."""
     import yaml
@@ -728,7 +730,7 @@ def write_outputs(summary: dict[str, Any], out_dir: Path) -> list[Path]:
     ]
 
 
-def verdict_line(summary: dict[str, Any]) -> str:
+def verdict_line(summary: SweepSummary) -> str:
     aa = summary.get("aa")
     if aa:
         return "A/A: " + "; ".join(
@@ -746,7 +748,7 @@ def verdict_line(summary: dict[str, Any]) -> str:
     )
 
 
-def detectable(summary: dict[str, Any]) -> str:
+def detectable(summary: SweepSummary) -> str:
     """The minimum detectable effect the sweep reached: at the confirmation's pairs, else the screening's."""
     confirmation = summary.get("confirmation") or {}
     power = summary.get("power") or {}

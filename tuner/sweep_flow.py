@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from optuna import Study
 
@@ -11,7 +10,8 @@ from tuner.config import Experiment
 from tuner.confirmation import CONFIRMATION_ATTR, run_confirmation
 from tuner.errors import StudyIncomplete
 from tuner.feedback import SILENT, Feedback, TableData
-from tuner.results.report import describe_engine, describe_strategies
+from tuner.results.describe import describe_engine, describe_strategies
+from tuner.results.records import SweepSummary
 from tuner.sweep import (
     Sweep,
     current_confirmation,
@@ -69,7 +69,7 @@ def confirm_candidates(study: Study, experiment: Experiment, sweep: Sweep, feedb
 
 def write_summary(
     study: Study, experiment: Experiment, sweep: Sweep | None, out_dir: Path, feedback: Feedback
-) -> dict[str, Any]:
+) -> SweepSummary:
     """Summarise the study from its storage into ``out_dir``; show the trials table and the verdict."""
     summary = summarize_study(study, experiment, sweep)
     paths = write_outputs(summary, out_dir)
@@ -79,13 +79,13 @@ def write_summary(
     return summary
 
 
-def require_complete(summary: dict[str, Any]) -> None:
+def require_complete(summary: SweepSummary) -> None:
     """Raise :class:`StudyIncomplete` (exit 5) unless the study measured what it was asked to."""
     if summary["incomplete"]:
         raise StudyIncomplete("the study is incomplete: " + "; ".join(summary["incomplete"]))
 
 
-def trials_table(summary: dict[str, Any]) -> TableData:
+def trials_table(summary: SweepSummary) -> TableData:
     objectives = [o["metric"] for o in summary["objectives"]]
     columns = (
         "#",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich import box
@@ -25,7 +26,7 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def repetitions_table(repetitions: list[dict[str, Any]], title: str) -> Table:
+def repetitions_table(repetitions: Sequence[Mapping[str, Any]], title: str) -> Table:
     table = Table(title=title)
     for column in (
         "rep",
@@ -58,7 +59,7 @@ def repetitions_table(repetitions: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
-def telemetry_table(processes: list[dict[str, Any]], title: str) -> Table:
+def telemetry_table(processes: Sequence[Mapping[str, Any]], title: str) -> Table:
     table = Table(title=title)
     for column in (
         "process",

@@ -37,20 +37,16 @@ from typing import Any, Literal, TypeGuard
 
 from tuner.errors import UserError
 from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES
-from tuner.results.files import write_json
-from tuner.results.report import (
-    Loaded,
+from tuner.results.describe import (
     baseline_trial,
     describe_engine,
     describe_strategies,
-    load,
     metric_unit,
     ratio_metrics,
-    run_reps,
-    trial_metric,
-    trial_reps,
     vllm_version,
 )
+from tuner.results.files import write_json
+from tuner.results.records import Loaded, load, run_reps, trial_metric, trial_reps
 
 BenchKind = Literal["bigger", "smaller"]
 Series = Literal["ratio", "absolute"]

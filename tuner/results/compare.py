@@ -24,16 +24,8 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.metrics import HIGHER_IS_BETTER, METRIC_NAMES
-from tuner.results.report import (
-    describe_engine,
-    describe_strategies,
-    load,
-    metric_unit,
-    run_reps,
-    trial_metric,
-    trial_reps,
-    vllm_version,
-)
+from tuner.results.describe import describe_engine, describe_strategies, metric_unit, vllm_version
+from tuner.results.records import load, run_reps, trial_metric, trial_reps
 from tuner.stats import unpaired_ratio
 
 COMPARE_SCHEMA = "tuner.compare/1"

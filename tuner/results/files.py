@@ -1,4 +1,4 @@
-"""Result files: where they go, the ``run.json`` schema version, and atomic writes.
+"""Result files: where they go, and the one atomic writer.
 
 Layout (documented in ``results/README.md``)::
 
@@ -15,9 +15,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-RUN_SCHEMA = "tuner.run/1"
-SUPPORTED_RUN_SCHEMAS = {RUN_SCHEMA}
 
 
 def write_json(path: Path, data: Any) -> Path:

@@ -331,7 +331,7 @@ def append_markdown(target: Path, text: str) -> None:
 
 def summary_markdown(results: Sequence[SeriesHistory], source: Path, max_p: float) -> str:
     """A markdown summary (for ``$GITHUB_STEP_SUMMARY``): what was analysed and every change point."""
-    from tuner.results.report import Doc
+    from tuner.results.document import Doc
 
     doc = Doc("Benchmark history: change points")
     found = [(r, cp) for r in results for cp in r.change_points]

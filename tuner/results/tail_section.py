@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from tuner.results.document import Doc
 from tuner.tail import pooled
 
 
-class Doc(Protocol):
-    """What these sections write to (:class:`tuner.report.Doc`)."""
-
-    def h(self, text: str) -> None: ...
-    def p(self, text: str) -> None: ...
-    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None: ...
-    def image(self, file: Path, caption: str) -> None: ...
-
-
-def critical_rows(label: str, process_lists: Iterable[list[dict[str, Any]]]) -> list[list[str]]:
+def critical_rows(label: str, process_lists: Iterable[Sequence[Mapping[str, Any]]]) -> list[list[str]]:
     """Per process and class (critical, hidden): collections per generation, total, share of wall time, longest,
     summed over the measurement windows."""
     sums: dict[tuple[str, str], dict[str, Any]] = {}
@@ -68,7 +60,7 @@ def attribution_rows(label: str, record: Mapping[str, Any]) -> list[list[str]]:
 def tail_sections(
     doc: Doc,
     out: Path,
-    configs: Mapping[str, tuple[Iterable[list[dict[str, Any]]], Mapping[str, Any] | None]],
+    configs: Mapping[str, tuple[Iterable[Sequence[Mapping[str, Any]]], Mapping[str, Any] | None]],
     timeline: Mapping[str, Any] | None,
     *,
     title: str,
