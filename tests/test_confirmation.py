@@ -14,8 +14,10 @@ from tuner.config import Experiment
 from tuner.confirmation import CONFIRMATION_ATTR, Candidate, pairs_estimate, run_confirmation, screening_results
 from tuner.pairing import measure_pairs
 from tuner.search_space import Objective, Pairs
-from tuner.sweep import Sweep, enqueue_missing, open_study, summarize_study, write_outputs
+from tuner.study import enqueue_missing, open_study
+from tuner.sweep import Sweep
 from tuner.sweep_flow import confirm_candidates
+from tuner.sweep_summary import summarize_study, write_outputs
 
 SPACE: dict[str, Any] = {"gc_threshold": [False, True], "gc_freeze": [False, True]}
 TOKENS = 4000.0

@@ -34,7 +34,9 @@ from tuner.config import Experiment
 from tuner.engine import EngineError, EngineSession
 from tuner.plugin.control_endpoint import MAX_BODY_BYTES, serve_control
 from tuner.search_space import Search
-from tuner.sweep import BASELINE_ATTR, Sweep, enqueue_missing, open_study, summarize_study, trial_config
+from tuner.study import BASELINE_ATTR, enqueue_missing, open_study, trial_config
+from tuner.sweep import Sweep
+from tuner.sweep_summary import summarize_study
 
 REPO = Path(__file__).parent.parent
 WORKLOAD = {"num_prompts": 8, "input_len": {"dist": "fixed", "value": 8}, "output_len": {"dist": "fixed", "value": 16}}

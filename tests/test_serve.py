@@ -94,7 +94,7 @@ def test_engine_args_become_server_flags() -> None:
     flags = command[command.index("--port") + 2 :]
     assert flags[:2] == ["--served-model-name", "tuner-model"]
     assert "--enforce-eager" in flags and "--no-enable-prefix-caching" in flags
-    assert flags[flags.index("--hf-overrides") + 1] == '{"a": 1}'
+    assert '--hf-overrides={"a": 1}' in flags
 
 
 def test_streamed_chunks_become_token_timings() -> None:
@@ -217,4 +217,13 @@ def test_sigterm_while_the_server_starts_stops_all_of_it(tmp_path: Path) -> None
 def test_any_yaml_mapping_becomes_a_json_flag() -> None:
     """Found by the loader fuzzer: mixed key types and dates used to raise inside json.dumps (a traceback)."""
     flags = cli_flags({"hf_overrides": {"": None, 0: dt.date(2001, 1, 1)}})
-    assert flags == ["--hf-overrides", '{"": null, "0": "2001-01-01"}']
+    assert flags == ['--hf-overrides={"": null, "0": "2001-01-01"}']
+
+
+def test_a_value_that_begins_with_a_minus_stays_a_value() -> None:
+    """Found by the loader fuzzer: ``max_num_seqs: -0.0`` as two arguments made vLLM's parser take ``-0.0`` for a
+    dotted option and fail with an IndexError (a traceback); attached to its flag it is refused as a value."""
+    from tuner.engine_args import value_problem
+
+    assert cli_flags({"max_num_seqs": -1}) == ["--max-num-seqs=-1"]
+    assert value_problem("max_num_seqs", -0.0) == "invalid int value: '-0.0'"

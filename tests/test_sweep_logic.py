@@ -16,8 +16,10 @@ from tuner.config import Experiment, load_experiment
 from tuner.errors import UserError
 from tuner.pairing import Arms, step_interleavable
 from tuner.search_space import baseline_params, config_from_params, grid, suggest
-from tuner.sweep import BASELINE_ATTR, Sweep, _best, enqueue_missing, open_study, summarize_study, winner
+from tuner.study import BASELINE_ATTR, enqueue_missing, open_study
+from tuner.sweep import Sweep
 from tuner.sweep_flow import trials_table
+from tuner.sweep_summary import _best, summarize_study, winner
 
 SPACE: dict[str, Any] = {
     "gc_threshold": [False, True],

@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 from tests.conftest import TINY_ENGINE, is_engine_core
 from tuner.config import Experiment
 from tuner.search_space import grid
-from tuner.sweep import BASELINE_ATTR, WORKER_ATTR
+from tuner.study import BASELINE_ATTR, WORKER_ATTR
 from tuner.worker import join_study, study_lock
 
 SPACE: dict[str, Any] = {

@@ -28,7 +28,8 @@ def cli_flags(args: dict[str, Any]) -> list[str]:
     """``EngineArgs`` values as ``vllm serve`` flags (the one mapping: serve mode and ``winner.env`` use it).
 
     ``None`` leaves the default; booleans become ``--flag`` / ``--no-flag``; mappings are JSON; lists give one
-    value per item.
+    value per item. A single value is attached to its flag (``--name=value``), so one that begins with ``-``
+    (``-1``, ``-0.5``) is never read as an option.
     """
     flags: list[str] = []
     for key, value in args.items():
@@ -38,11 +39,11 @@ def cli_flags(args: dict[str, Any]) -> list[str]:
         if isinstance(value, bool):
             flags.append(name if value else "--no-" + key.replace("_", "-"))
         elif isinstance(value, dict):  # any YAML mapping: keys of mixed types, dates (str() of what JSON lacks)
-            flags += [name, json.dumps(value, default=str)]
+            flags.append(f"{name}={json.dumps(value, default=str)}")
         elif isinstance(value, list):
             flags += [name, *(json.dumps(v, default=str) if isinstance(v, dict) else str(v) for v in value)]
         else:
-            flags += [name, str(value)]
+            flags.append(f"{name}={value}")
     return flags
 
 
@@ -69,6 +70,8 @@ def value_problem(key: str, value: Any) -> str | None:
         _parser().parse_args(["--model", "_", *cli_flags({key: value})])
     except _Refused as exc:
         return re.sub(r"^argument [^:]+: ", "", str(exc))
+    except Exception as exc:  # vLLM's own pre-parsing can fail outright on odd values (e.g. list items like -0.5)
+        return f"vLLM's argument parser cannot read {value!r} ({type(exc).__name__})"
     return None
 
 

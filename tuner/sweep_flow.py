@@ -12,16 +12,9 @@ from tuner.errors import StudyIncomplete
 from tuner.feedback import SILENT, Feedback, TableData
 from tuner.results.describe import describe_engine, describe_strategies
 from tuner.results.records import SweepSummary
-from tuner.sweep import (
-    Sweep,
-    current_confirmation,
-    default_storage,
-    enqueue_missing,
-    open_study,
-    summarize_study,
-    verdict_line,
-    write_outputs,
-)
+from tuner.study import default_storage, enqueue_missing, open_study
+from tuner.sweep import Sweep
+from tuner.sweep_summary import current_confirmation, summarize_study, verdict_line, write_outputs
 
 
 def run_sweep(

@@ -30,10 +30,9 @@ import sqlalchemy
 from tuner.config import Experiment
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback
-from tuner.sweep import (
+from tuner.study import (
     FINISHED,
     WORKER_ATTR,
-    Sweep,
     driver_url,
     enqueue_missing,
     make_storage,
@@ -41,11 +40,11 @@ from tuner.sweep import (
     planned_trials,
     require_search,
     storage_error,
-    summarize_study,
     uses_grid,
-    write_outputs,
 )
+from tuner.sweep import Sweep
 from tuner.sweep_flow import require_complete, write_summary
+from tuner.sweep_summary import summarize_study, write_outputs
 
 WAITING = optuna.trial.TrialState.WAITING
 RUNNING = optuna.trial.TrialState.RUNNING

@@ -1,0 +1,275 @@
+"""A study as plain data: ``summary.json`` (:class:`tuner.results.records.SweepSummary`) read back from storage,
+the winner files, and the one-line verdict."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import optuna
+
+from tuner.config import Experiment
+from tuner.confirmation import (
+    CONFIRMATION_ATTR,
+    SCREENING_POWER_ATTR,
+    pending,
+    screening_results,
+)
+from tuner.engine_args import cli_flags
+from tuner.environment import environment_record
+from tuner.metrics import HIGHER_IS_BETTER
+from tuner.plugin.protocol import encode_spec
+from tuner.results.records import SWEEP_SCHEMA, SweepSummary, TrialRow, TrialState, Winner
+from tuner.search_space import (
+    Search,
+)
+from tuner.stats import unpaired_ratio
+from tuner.study import BASELINE_ATTR, WORKER_ATTR, require_search
+from tuner.sweep import Sweep
+
+UNPAIRED_NOTE = (
+    "descriptive only: this trial's repetitions against the baseline trial's, measured at other times on another "
+    "engine; host drift between them is not cancelled, so no verdict is drawn"
+)
+
+
+def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | None) -> SweepSummary:
+    """The study as plain data (schema ``tuner.sweep/1``), read back from storage."""
+    search = require_search(experiment)
+    trials = study.get_trials(deepcopy=False)
+    baseline = next(
+        (t for t in trials if t.user_attrs.get(BASELINE_ATTR) and t.state == optuna.trial.TrialState.COMPLETE), None
+    )
+    rows = [_trial_row(t, baseline, experiment) for t in trials]
+    retried_as = {t.system_attrs["retry_history"][-1]: t.number for t in trials if t.system_attrs.get("retry_history")}
+    for row in rows:
+        if row["number"] in retried_as and not row["failure"]:
+            row["failure"] = f"its worker stopped sending heartbeats; retried as trial {retried_as[row['number']]}"
+    complete = [r for r in rows if r["state"] == "COMPLETE"]
+    pareto = [t.number for t in study.best_trials if t.user_attrs.get("feasible")] if complete else []
+    confirmation = current_confirmation(study, rows, search)
+    summary: SweepSummary = {
+        "schema": SWEEP_SCHEMA,
+        "kind": "sweep",
+        "experiment": experiment.name,
+        "study": study.study_name,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "environment": environment_record(),
+        "config": experiment.model_dump(mode="json"),
+        "objectives": [{"metric": o.metric, "direction": o.resolved_direction} for o in search.objectives],
+        "constraints": [c.model_dump(exclude_none=True) for c in search.constraints],
+        "engine_starts": len(sweep.start_s) if sweep else None,
+        "start_s": sweep.start_s if sweep else [],
+        "switch_s": sweep.switch_s if sweep else [],
+        "trials": rows,
+        "pareto": pareto,
+        "importance": _importance(study),
+        "best": _best(rows, search) if baseline is not None else [],  # screening's significant trials
+        "confirmation": confirmation,
+        "power": {
+            "before_screening": study.user_attrs.get(SCREENING_POWER_ATTR),
+            "before_confirmation": (confirmation or {}).get("power"),
+        },
+        "winner": winner(rows, confirmation),
+        "incomplete": incomplete_reasons(rows),
+    }
+    if baseline is None:
+        summary["winner"]["reason"] = "no verdict: the baseline trial did not complete"
+    elif confirmation is None:
+        summary["winner"]["reason"] = "A/A sweep: nothing to confirm" if any(r["aa"] for r in rows) else pending(study)
+    if any(r["aa"] for r in rows):
+        aa = [r for r in complete if r["aa"]]
+        by_method = {
+            "runs": [r["verdict"] for r in aa if r["verdict"] is not None],
+            "steps": [s["verdict"] for r in aa if (s := r["step_interleave"] or {}).get("estimate")],
+        }
+        summary["aa"] = {method: _aa_counts(verdicts) for method, verdicts in by_method.items() if verdicts}
+    return summary
+
+
+def current_confirmation(
+    study: optuna.Study, rows: Sequence[Mapping[str, Any]], search: Search
+) -> dict[str, Any] | None:
+    """The study's confirmation record if it confirmed the screening as it stands (None when pending or stale:
+    trials screened since)."""
+    record = study.user_attrs.get(CONFIRMATION_ATTR)
+    screened, _ = screening_results(rows, search.objectives[0].metric)
+    if record is None or record["screened"] != sorted(r.trial for r in screened):
+        return None
+    return dict(record)
+
+
+def _aa_counts(verdicts: list[str]) -> dict[str, Any]:
+    hits = sum(v in ("better", "worse") for v in verdicts)
+    return {"comparisons": len(verdicts), "significant": hits, "false_positive_rate": hits / len(verdicts)}
+
+
+def incomplete_reasons(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why a study's result is not the one asked for: a baseline that did not complete, no completed trial, or
+    failed trials (a failed trial that a later retry completed does not count)."""
+    reasons = []
+    retried = {r["number"] for r in rows if r["failure"] and "retried as trial" in r["failure"]}
+    base = [r for r in rows if r["is_baseline"]]
+    if base and not any(r["state"] == "COMPLETE" for r in base):
+        why = next((r["failure"] for r in reversed(base) if r["failure"]), None) or base[-1]["state"]
+        reasons.append(f"the baseline trial did not complete ({why})")
+    others = [r for r in rows if not r["is_baseline"]]
+    if others and not any(r["state"] in ("COMPLETE", "PRUNED") for r in others):
+        reasons.append("no trial other than the baseline completed")
+    failed = [r for r in others if r["state"] == "FAIL" and r["number"] not in retried]
+    if failed:
+        listed = "; ".join(f"#{r['number']}: {r['failure'] or 'no reason recorded'}" for r in failed[:3])
+        more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
+        reasons.append(f"{len(failed)} trial(s) failed: {listed}{more}")
+    return reasons
+
+
+def _trial_row(
+    trial: optuna.trial.FrozenTrial, baseline: optuna.trial.FrozenTrial | None, experiment: Experiment
+) -> TrialRow:
+    attrs = trial.user_attrs
+    state = cast(TrialState, "INTERRUPTED" if attrs.get("failure") == "interrupted" else trial.state.name)
+    row: TrialRow = {
+        "number": trial.number,
+        "state": state,
+        "is_baseline": bool(attrs.get(BASELINE_ATTR)),
+        "aa": bool(attrs.get("aa")),
+        "strategies": attrs.get("strategies", {}),
+        "engine": attrs.get("engine", {}),
+        "params": trial.params,
+        "values": trial.values,
+        "metrics": attrs.get("metrics", {}),
+        "anchored": attrs.get("anchored") or attrs.get("metrics", {}),  # what Optuna saw; see Sweep._record
+        "ratios": attrs.get("ratios", {}),
+        "feasible": attrs.get("feasible"),
+        "feasible_ci": attrs.get("feasible_ci"),
+        "slo_checks": attrs.get("slo_checks", []),
+        "verdict": attrs.get("verdict"),
+        "pairs": len(attrs.get("arms", {}).get("trial", [])),
+        "switch_s": attrs.get("switch_s", []),
+        "token_ids_match": attrs.get("token_ids_match"),
+        "repetitions": [{"metrics": m} for m in attrs.get("arms", {}).get("trial", [])],
+        "telemetry": attrs.get("telemetry", []),
+        "tail": attrs.get("tail"),
+        "failure": attrs.get("failure"),
+        "worker": attrs.get(WORKER_ATTR),
+        "step_interleave": attrs.get("step_interleave"),
+    }
+    if baseline is not None and row["engine"] and not row["is_baseline"] and row["metrics"]:
+        first = experiment.search.objectives[0].metric if experiment.search else "output_tokens_per_s"
+        base_values = [m[first] for m in baseline.user_attrs.get("arms", {}).get("trial", [])]
+        values = [m[first] for m in attrs.get("arms", {}).get("trial", [])]
+        if len(base_values) >= 2 and len(values) >= 2:
+            est = unpaired_ratio(values, base_values, higher_is_better=first in HIGHER_IS_BETTER)
+            row["vs_baseline_unpaired"] = {
+                first: {**est.to_dict(), "verdict": None},
+                "note": UNPAIRED_NOTE,
+            }
+    return row
+
+
+def _best(rows: Sequence[TrialRow], search: Search) -> list[int]:
+    """Feasible trials that significantly beat the baseline, best first by the first objective's ratio."""
+    first = search.objectives[0]
+    winners = [
+        r
+        for r in rows
+        if r["state"] == "COMPLETE" and r["feasible"] and r["verdict"] == "better" and not r["is_baseline"]
+    ]
+    sign = -1 if first.resolved_direction == "maximize" else 1
+    winners.sort(key=lambda r: sign * r["ratios"][first.metric]["ratio"])
+    return [r["number"] for r in winners]
+
+
+def _importance(study: optuna.Study) -> dict[str, float]:
+    try:
+        complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if len(complete) < 3:
+            return {}
+        evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
+        return dict(optuna.importance.get_param_importances(study, evaluator=evaluator, target=lambda t: t.values[0]))
+    except Exception:  # too few or too uniform trials for an importance estimate
+        return {}
+
+
+def winner(rows: Sequence[TrialRow], confirmation: dict[str, Any] | None) -> Winner:
+    """The configuration to deploy: the confirmed winner with its confirmation estimate as the effect, or vLLM
+    as installed when confirmation found none (or has not run)."""
+    decision = (confirmation or {}).get("decision") or {}
+    number = decision.get("winner")
+    row = next((r for r in rows if r["number"] == number), None) if number is not None else None
+    strategies = row["strategies"] if row else {}
+    engine = row["engine"] if row else {}
+    return {
+        "trial": row["number"] if row else None,
+        "confirmed": row is not None,
+        "reason": decision.get("reason", "no confirmed winner"),
+        "effect": next((r["confirmation"] for r in decision.get("rows", []) if r["trial"] == number), None),
+        "strategies": strategies,
+        "engine": engine,
+        "env": f"TUNER_PLUGIN='{encode_spec(strategies)}'",
+    }
+
+
+def write_outputs(summary: SweepSummary, out_dir: Path) -> list[Path]:
+    """``summary.json``, and ``winner.yaml`` / ``winner.env`` for a confirmed winner only; without one,
+    ``no-confirmed-winner.txt`` says so (and any older winner files are removed). Atomic writes."""
+    import yaml
+
+    from tuner.results.files import write_json, write_text
+
+    best = summary["winner"]
+    written = [write_json(out_dir / "summary.json", summary)]
+    stale = ("no-confirmed-winner.txt",) if best["confirmed"] else ("winner.yaml", "winner.env")
+    for name in stale:
+        (out_dir / name).unlink(missing_ok=True)
+    if not best["confirmed"]:
+        text = f"{best['reason']}\nDeploy vLLM as installed (no TUNER_PLUGIN, no engine-arg changes).\n"
+        return [*written, write_text(out_dir / "no-confirmed-winner.txt", text)]
+    flags = shlex.join(cli_flags(best["engine"]))
+    env = (
+        f"# {best['reason']}\n"
+        f"# Enable in production: pip install vllm-hosttune, then\n"
+        f"#   {best['env']} vllm serve MODEL {flags}\n{best['env']}\n"
+    )
+    body = yaml.safe_dump({"strategies": best["strategies"], "engine": best["engine"]}, sort_keys=True)
+    return [
+        *written,
+        write_text(out_dir / "winner.yaml", f"# {best['reason']}\n{body}"),
+        write_text(out_dir / "winner.env", env),
+    ]
+
+
+def verdict_line(summary: SweepSummary) -> str:
+    aa = summary.get("aa")
+    if aa:
+        return "A/A: " + "; ".join(
+            f"{method}: {c['significant']} of {c['comparisons']} comparisons called significant "
+            f"({c['false_positive_rate']:.0%})"
+            for method, c in aa.items()
+        )
+    trials = summary["trials"]
+    starts = summary["engine_starts"]
+    switches = [s for t in trials for s in t["switch_s"]]
+    median_switch = sorted(switches)[len(switches) // 2] if switches else math.nan
+    return (
+        f"{len(trials)} trials, {starts} engine start(s), median switch {median_switch * 1e3:.1f} ms; "
+        f"{detectable(summary)}; winner: {summary['winner']['reason']}"
+    )
+
+
+def detectable(summary: SweepSummary) -> str:
+    """The minimum detectable effect the sweep reached: at the confirmation's pairs, else the screening's."""
+    confirmation = summary.get("confirmation") or {}
+    power = summary.get("power") or {}
+    if confirmation.get("mde_spent") is not None:
+        return f"minimum detectable effect {confirmation['mde_spent']:.2%} at the confirmation pairs spent"
+    for phase in ("before_confirmation", "before_screening"):
+        mde_value = (power.get(phase) or {}).get("confirmation_mde")
+        if mde_value is not None:
+            return f"minimum detectable effect {mde_value:.2%} at the planned confirmation"
+    return "minimum detectable effect not estimated"
