@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 
-def write_json(path: Path, data: Any) -> Path:
-    """Write ``data`` as JSON atomically: a reader (or a kill) never sees a half-written file."""
+def write_bytes(path: Path, data: bytes) -> Path:
+    """Replace ``path`` with ``data`` atomically: a reader (or a kill) never sees a half-written file. The one
+    writer of result files (JSON, text, PNG)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide results from the rest of a team
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, default=str)
-            handle.write("\n")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -35,19 +35,14 @@ def write_json(path: Path, data: Any) -> Path:
     return path
 
 
+def write_json(path: Path, data: Any) -> Path:
+    """``data`` as indented JSON (values JSON lacks as their ``str``), atomically."""
+    return write_bytes(path, (json.dumps(data, indent=2, sort_keys=False, default=str) + "\n").encode("utf-8"))
+
+
 def write_text(path: Path, text: str) -> Path:
-    """Write text atomically (same guarantee as :func:`write_json`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide results from the rest of a team
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """UTF-8 text, atomically."""
+    return write_bytes(path, text.encode("utf-8"))
 
 
 def new_run_dir(output_dir: Path, experiment: str) -> Path:

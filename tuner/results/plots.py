@@ -10,8 +10,6 @@ from __future__ import annotations
 import io
 import itertools
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from tuner.plugin.protocol import tag_hidden
+from tuner.results.files import write_bytes
 
 DPI = 110
 VERDICT_COLORS = {
@@ -51,19 +50,10 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    """Render to PNG and replace ``path`` atomically (the same guarantee as ``tuner.results.write_text``)."""
+    """Render to PNG and replace ``path`` atomically."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(buffer.getvalue())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_bytes(path, buffer.getvalue())
 
 
 def _grouped_bars(
