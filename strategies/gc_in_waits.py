@@ -84,7 +84,7 @@ class GcInWaits(ThresholdStrategy):
                     f"the {type(ctx.owner).__name__} front-end never blocks on engine output at a patched wait point "
                     "(asyncio or in-process engine): no wait to collect in"
                 )
-        ceiling = params["ceiling_per_seq"] * int(ctx.vllm_config.scheduler_config.max_num_seqs)
+        ceiling = params["ceiling_per_seq"] * self._max_num_seqs(ctx.vllm_config)
         self.min_count = min(params["min_count"], ceiling)
         self.min_generation = params["min_generation"]
         self._set_thresholds(ceiling)

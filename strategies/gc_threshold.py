@@ -33,7 +33,7 @@ class GcThreshold(ThresholdStrategy):
     )
 
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
-        max_num_seqs = _max_num_seqs(ctx.vllm_config)
+        max_num_seqs = self._max_num_seqs(ctx.vllm_config)
         self._set_thresholds(params["base"] + params["gen0_per_seq"] * max_num_seqs, params["gen1"], params["gen2"])
         self.count("set_threshold")
 
@@ -45,9 +45,3 @@ class GcThreshold(ThresholdStrategy):
 
     def revert(self, ctx: ProcessContext) -> None:
         self._restore_thresholds()
-
-
-def _max_num_seqs(vllm_config: Any) -> int:
-    if vllm_config is None:
-        raise RuntimeError("gc_threshold needs the engine's max_num_seqs, but no vLLM config is known here")
-    return int(vllm_config.scheduler_config.max_num_seqs)

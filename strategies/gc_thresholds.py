@@ -4,6 +4,7 @@ check they are still in force, and put the originals back."""
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 from strategies.base import Strategy
 
@@ -15,6 +16,12 @@ class ThresholdStrategy(Strategy):
         super().__init__()
         self._saved: tuple[int, int, int] | None = None
         self._applied: tuple[int, int, int] | None = None
+
+    def _max_num_seqs(self, vllm_config: Any) -> int:
+        """The engine's ``max_num_seqs``, which both scale with; a clear error where no config is known."""
+        if vllm_config is None:
+            raise RuntimeError(f"{self.name} needs the engine's max_num_seqs, but no vLLM config is known here")
+        return int(vllm_config.scheduler_config.max_num_seqs)
 
     def _set_thresholds(self, gen0: int, gen1: int | None = None, gen2: int | None = None) -> None:
         """Set gen0 (and gen1/gen2 when given, else the process's own), keeping the originals on first use."""

@@ -122,3 +122,9 @@ def test_an_asyncio_front_end_is_refused_it_never_blocks_on_engine_output(strate
     ctx = ProcessContext(Role.FRONTEND, vllm_config=config(), owner=SimpleNamespace(engine_core=object()))
     with pytest.raises(RuntimeError, match="no wait to collect in"):
         strategy.apply(ctx, strategy.resolve_params({}))
+
+
+def test_without_an_engine_config_it_says_what_it_needs(strategy: GcInWaits) -> None:
+    """A process with no vLLM config (as gc_threshold: a clear error, not an AttributeError on None)."""
+    with pytest.raises(RuntimeError, match="gc_in_waits needs the engine's max_num_seqs"):
+        strategy.apply(ProcessContext(Role.ENGINE_CORE, vllm_config=None), strategy.resolve_params({}))
