@@ -22,7 +22,7 @@ from rich.console import Console
 from tuner.config import Experiment
 from tuner.environment import environment_record
 from tuner.interleave import interleaved_comparison
-from tuner.measure import Workbench, open_session
+from tuner.measure import Workbench
 from tuner.pairing import measure_pairs
 from tuner.plugin.protocol import encode_spec
 from tuner.results.files import write_json
@@ -56,10 +56,7 @@ def experiment(engine: dict[str, Any]) -> Experiment:
 
 
 def start(engine: dict[str, Any]) -> Workbench:
-    session = open_session(engine, encode_spec({}, STRATEGIES), streaming=False)
-    bench = Workbench(session, experiment(engine))
-    bench.warm_up()
-    return bench
+    return Workbench.start(experiment(engine), encode_spec({}, STRATEGIES))
 
 
 def width(est: Any) -> float:

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from tuner.config import Experiment
 from tuner.environment import environment_record
-from tuner.measure import Workbench, open_session
+from tuner.measure import Workbench
 from tuner.plugin.protocol import encode_spec
 from tuner.results.files import write_json
 
@@ -50,11 +50,10 @@ def main() -> None:
             },
         }
     )
-    session = open_session(ENGINE, encode_spec({}, ["gc_threshold"]), streaming=False)
+    bench = Workbench.start(experiment, encode_spec({}, ["gc_threshold"]))
+    session = bench.session
     result: dict[str, Any] = {"environment": environment_record(), "engine": ENGINE, "minutes": args.minutes}
     try:
-        bench = Workbench(session, experiment)
-        bench.warm_up()
         for arm, strategies in (("native", {}), ("raised", RAISED)):
             bench.switch(strategies)
             samples: list[dict[str, Any]] = []

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tuner.config import Experiment
-from tuner.measure import Workbench, open_session
+from tuner.measure import Workbench
 from tuner.plugin.protocol import encode_spec
 from tuner.stats import mirrored_order, paired_ratio_of_sums
 
@@ -34,9 +34,7 @@ def workbench(engine: dict[str, Any], install: list[str]) -> Workbench:
             "measure": {"warmup_prompts": 2 * engine["max_num_seqs"]},  # the allocators settle before measuring
         }
     )
-    bench = Workbench(open_session(engine, encode_spec({}, install), streaming=False), experiment)
-    bench.warm_up()
-    return bench
+    return Workbench.start(experiment, encode_spec({}, install))
 
 
 def paired_runs(
