@@ -8,7 +8,9 @@ bound, confirmation sized for min_effect 1% at power 0.8, one-sided 2.5% with Ho
 the default screening budget (120 s of steps at 89 pairs/min = 178 pairs per trial). Prints, and writes as JSON:
 1. the sweep-level false-winner rate under A/A with 20 trials;
 2. the power to deploy one real +2% or +1% trial among 20, against the plan's own promise;
-3. the bias of the reported (confirmation) effect with its 95% CI, and how often the reported CI covers the truth;
+3. the bias of the reported (confirmation) effect with its 95% CI, and how often the reported CI covers the truth
+   (that CI inverts the sign-flip test, from 2000 flips, as the tool computes it; the screening rank and the
+   confirmation looks are estimated with a handful of flips, so their bounds are the BCa bootstrap's);
 4. the power statement for this budget, and for run-level pairs on the GPU host.
 """
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.stats import norm
+from scipy.stats import binom, norm
 
 from tuner.stats import (
     RatioEstimate,
@@ -534,6 +534,81 @@ def test_ratio_of_sums_influence_sd_gives_the_standard_error() -> None:
     assert np.mean([e.log_sd for e in ests]) / math.sqrt(n) == pytest.approx(spread, rel=0.12)
     coverage = np.mean([e.ci_low <= 1.0 <= e.ci_high for e in ests])
     assert 0.90 <= coverage <= 0.99
+
+
+def _exchangeable_pairs(
+    noise: str, n: int, reps: int, seed: int, true_ratio: float | np.ndarray[Any, Any] = 1.0
+) -> tuple[np.ndarray[Any, Any], ...]:
+    """``reps`` comparisons of ``n`` pairs (amount, time per arm) whose arms are exchangeable once the trial's rate is
+    divided by ``true_ratio`` (scalar, or one per comparison as a column): a host speed shared by the pair, a few
+    dropped steps, and per-block noise that is lognormal (SD 0.15) or heavy-tailed (0.08 x Student t with 2 df: no
+    variance)."""
+    rng = np.random.default_rng(seed)
+    amount = (16.0 - rng.binomial(16, 0.1, (2, reps, n))).astype(np.float64)
+    level = rng.lognormal(0.0, 0.3, (reps, n))
+    heavy = noise == "heavy_tailed"
+    log_noise = 0.08 * rng.standard_t(2, (2, reps, n)) if heavy else rng.normal(0.0, 0.15, (2, reps, n))
+    time_s = amount * level * np.exp(log_noise)
+    return amount[0], time_s[0] / true_ratio, amount[1], time_s[1]
+
+
+@pytest.mark.parametrize("noise", ["lognormal", "heavy_tailed"])
+@pytest.mark.parametrize("n", [4, 6, 10])
+def test_ratio_of_sums_ci_holds_its_coverage_at_few_pairs(n: int, noise: str) -> None:
+    """1000 comparisons of n pairs, half A/A and half with a true ratio of 1.1: the 95% CI misses the truth at most
+    67 times (the binomial 99th percentile at 5%, so a CI with nominal coverage fails with < 1% chance; a 10% miss
+    rate is caught with 99.98% chance, 8% with 93%). The BCa bootstrap this replaced fails every case: 209-214
+    misses at 4 pairs, 150-162 at 6, 103-128 at 10. Inverting the exact sign-flip test, the misses are the
+    comparisons whose test rejects the truth (31-36 at 6 and 10 pairs here: the test's level is 3.1% at 6 pairs,
+    4.9% at 10), none at 4 pairs, where p >= 2/16 and the CI is unbounded."""
+    reps = 1000
+    limit = int(binom.ppf(0.99, reps, 0.05))
+    assert limit == 67 and binom.sf(limit, reps, 0.10) > 0.999
+    truth = np.where(np.arange(reps) < reps // 2, 1.0, 1.1)
+    ests = ratio_of_sums_estimates(*_exchangeable_pairs(noise, n, reps, seed=n, true_ratio=truth[:, None]))
+    misses = sum(not e.ci_low <= r <= e.ci_high for e, r in zip(ests, truth, strict=True))
+    assert misses <= limit, misses
+    assert n > 4 or misses == 0  # 4 pairs cannot reject at 5%: the CI is then unbounded
+
+
+@pytest.mark.parametrize(("n", "n_permutations"), [(6, 10_000), (9, 10_000), (30, 2000)])
+def test_ratio_of_sums_ci_excludes_1_exactly_when_p_is_below_alpha(n: int, n_permutations: int) -> None:
+    """The CI inverts the sign-flip test: over comparisons with true ratios from 0.8 to 1.25 (so p straddles alpha),
+    exact (6, 9 pairs) and Monte-Carlo (30 pairs) flips and two confidence levels, the CI clears 1 if and only if
+    p < 1 - confidence, and the verdict follows."""
+    reps = 200
+    truth = np.exp(np.random.default_rng(n).uniform(math.log(0.8), math.log(1.25), (reps, 1)))
+    data = _exchangeable_pairs("lognormal", n, reps, seed=100 + n, true_ratio=truth)
+    for confidence in (0.95, 0.8):
+        ests = ratio_of_sums_estimates(*data, confidence=confidence, n_permutations=n_permutations)
+        clear = [e.ci_low > 1.0 or e.ci_high < 1.0 for e in ests]
+        assert clear == [e.p_value < 1 - confidence for e in ests]
+        assert 0 < sum(clear) < reps  # both outcomes occur
+        assert clear == [e.verdict != "no_difference" for e in ests]
+        assert all(e.ci_low <= e.ratio <= e.ci_high for e in ests)
+
+
+def test_ratio_of_sums_ci_bounds_are_where_the_shifted_test_turns() -> None:
+    """8 pairs, every one of the 256 swap patterns by brute force: just inside each bound the test of "R = bound"
+    does not reject at 5%, just outside it does."""
+    amount_t, time_t, amount_r, time_r = _rate_pairs(1.2, n=8, seed=21)
+    est = paired_ratio_of_sums(amount_t, time_t, amount_r, time_r)
+
+    def p_value(log_shift: float) -> float:
+        scaled = amount_t * math.exp(-log_shift)
+        observed = math.log(scaled.sum() / time_t.sum() / (amount_r.sum() / time_r.sum()))
+        hits = 0
+        for mask in range(2**8):
+            swap = np.array([(mask >> i) & 1 for i in range(8)], dtype=bool)
+            a_t, t_t = np.where(swap, amount_r, scaled), np.where(swap, time_r, time_t)
+            a_r, t_r = np.where(swap, scaled, amount_r), np.where(swap, time_t, time_r)
+            hits += abs(math.log(a_t.sum() / t_t.sum() / (a_r.sum() / t_r.sum()))) >= abs(observed) - 1e-12
+        return hits / 2**8
+
+    assert est.ci_low > 1.0 and est.p_value < 0.05
+    for bound, inward in ((est.ci_low, 1.0), (est.ci_high, -1.0)):
+        assert p_value(math.log(bound) + inward * 1e-6) >= 0.05
+        assert p_value(math.log(bound) - inward * 1e-6) < 0.05
 
 
 @pytest.mark.parametrize(

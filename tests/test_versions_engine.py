@@ -2,10 +2,9 @@
 a known host delay (the test plugin's ``TUNER_TEST_HOST_DELAY_MS``, set by a ``.pth`` line in that venv only).
 
 Each test runs 6 start pairs (12 engine starts, ~40 s each here: ~8 min), the fewest at which the sign-flip test
-can call a change, and the sign-flip test then calls one only when all 6 start pairs agree. Error rates: at 6
-start pairs the bootstrap CI is narrower than nominal, so the A/A CI misses 1 in about 12% of comparisons
-(simulated: tests/test_versions.py's model, 300 comparisons), while the verdict calls a difference in about 3%:
-the A/A test asserts the verdict.
+can call a change, and the sign-flip test then calls one only when all 6 start pairs agree. Error rates: the CI
+inverts that sign-flip test, so at 6 start pairs the A/A CI misses 1 exactly when the verdict calls a difference:
+in 2 of the 64 swap patterns (3.1%) when the two installs are exchangeable. The A/A test asserts both.
 The delay (15 ms per ~10 ms step: 5 ms made a 32% slowdown here) is a log ratio of about -0.9 against a
 start-pair SD of about 0.2-0.3 on this shared host (two starts of one install differed by 23%), so one start
 pair comes out above 1 with probability below 0.1%: a miss is a failure of the command, not chance.
@@ -82,12 +81,13 @@ def test_versions_finds_a_known_host_delay(experiment: Path) -> None:
 
 
 def test_versions_aa_between_two_venvs_of_the_same_vllm_calls_no_change(experiment: Path) -> None:
-    """The verdict (the sign-flip p and the CI together) is what is asserted: at 6 start pairs the bootstrap CI
-    alone misses 1 in ~12% of A/A comparisons (it did once here: 0.964 [0.939, 0.985], p = 0.0625, no change
-    called), the verdict in ~3%; the ratio stays within 10% of 1 (~0.5 of the start-pair SD)."""
+    """No change called, and the CI covers 1: it inverts the sign-flip test, so it misses 1 exactly when the verdict
+    calls a difference (3.1% of A/A comparisons at 6 start pairs; the BCa bootstrap CI it replaced missed 1 in ~12%,
+    once here: 0.964 [0.939, 0.985], p = 0.0625). The ratio stays within 10% of 1 (~0.5 of the start-pair SD)."""
     a, a2 = make_venv(experiment.parent / "a-aa"), make_venv(experiment.parent / "a2-aa")
     record, out = versions(experiment, a, a2)
     (comparison,) = record["comparisons"]
     estimate = comparison["estimate"]
     assert estimate["n"] == 6 and estimate["verdict"] == "no_difference" and not comparison["changed"], estimate
+    assert estimate["ci_low"] <= 1 <= estimate["ci_high"], estimate
     assert 0.9 < estimate["ratio"] < 1.1 and "no change called" in out
