@@ -230,8 +230,8 @@ def test_a_signal_inside_a_gc_hook_is_not_swallowed() -> None:
         )
 
     control = run("plain")  # Python's own handler: the KeyboardInterrupt is raised in the hook and dropped
+    # (usually with an "Exception ignored" line on stderr; a fresh-clone run once dropped it without one)
     assert control.stdout.strip() == "not interrupted"
-    assert "Exception ignored" in control.stderr
     handled = run("install")
     assert handled.stdout.startswith("interrupted after"), handled.stdout + handled.stderr
     assert float(handled.stdout.split()[2]) < 2.0

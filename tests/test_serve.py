@@ -92,7 +92,7 @@ def test_engine_args_become_server_flags() -> None:
         {"model": "/m", "enforce_eager": True, "enable_prefix_caching": False, "hf_overrides": {"a": 1}}, 8000, []
     )
     flags = command[command.index("--port") + 2 :]
-    assert flags[:2] == ["--served-model-name", "tuner-model"]
+    assert flags[0] == "--served-model-name=tuner-model"
     assert "--enforce-eager" in flags and "--no-enable-prefix-caching" in flags
     assert '--hf-overrides={"a": 1}' in flags
 
