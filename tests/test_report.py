@@ -584,3 +584,14 @@ def test_sweep_report_explains_the_tail_of_the_baseline_and_the_best_trial(
     md = (tmp_path / "exp" / "report" / "report.md").read_text()
     rows = [line for line in md.splitlines() if "| GC gen2 critical |" in line]
     assert [row.split(" | ")[0] for row in rows] == ["| baseline", f"| #{pick_best(data)[0]['number']}"]
+
+
+def test_an_unbounded_ci_side_is_shown_as_such() -> None:
+    """Below 6 pairs the inverted sign-flip CI never closes (stats reports ratio * exp(+-40)): 0 and inf, not
+    an 18-digit number; an ordinary interval keeps its digits."""
+    from tuner.results.describe import fmt_ci
+    from tuner.stats import paired_ratio_of_sums
+
+    est = paired_ratio_of_sums([100.0] * 4, [1.0, 1.1, 0.9, 1.0], [100.0] * 4, [1.0, 1.0, 1.0, 1.05])
+    assert fmt_ci(est.ci_low, est.ci_high) == "[0, inf]"
+    assert fmt_ci(0.9, 1.1) == "[0.900, 1.100]"

@@ -15,6 +15,7 @@ from typing import Any
 from tuner.config import Experiment
 from tuner.feedback import SILENT, Feedback, TableData, task
 from tuner.installs import Install, run_start
+from tuner.results.describe import fmt_ci
 from tuner.results.files import new_run_dir, write_json
 from tuner.versions import MIN_STARTS, Bisection, Comparison, StartResult, bisect, compare, start_order, start_result
 
@@ -92,7 +93,7 @@ def _table(comparison: Comparison, a: Install, b: Install) -> TableData:
     columns = ("ratio B/A", "95% CI", "p", "start pairs", "verdict", "detectable", "for ±5%", "per start pair")
     row = (
         f"{e.ratio:.4f}",
-        f"[{e.ci_low:.4f}, {e.ci_high:.4f}]",
+        fmt_ci(e.ci_low, e.ci_high, 4),
         f"{e.p_value:.3g}",
         str(e.n),
         verdict,

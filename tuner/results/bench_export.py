@@ -38,6 +38,7 @@ from typing import Any, Literal, TypeGuard
 from tuner.errors import UserError
 from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES
 from tuner.results.describe import (
+    UNBOUNDED,
     baseline_trial,
     describe_engine,
     describe_strategies,
@@ -237,7 +238,8 @@ def _ratios(summary: dict[str, Any], prefix: str) -> Entries:
             if not _finite(ratio.get("ratio")):
                 continue
             low, high = ratio.get("ci_low"), ratio.get("ci_high")
-            ci = f"{low:.3f}-{high:.3f}x (95% CI)" if _finite(low) and _finite(high) else None
+            bounded = _finite(low) and _finite(high) and low > 1 / UNBOUNDED and high < UNBOUNDED
+            ci = f"{low:.3f}-{high:.3f}x (95% CI)" if bounded else None
             extra = _context(summary, strategies, engine, len(trial_reps(trial)), _ratio_facts(summary, trial, ratio))
             kind: BenchKind = "bigger" if metric in HIGHER_IS_BETTER else "smaller"
             out[kind].append(

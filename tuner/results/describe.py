@@ -109,11 +109,29 @@ def fmt_num(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:.0f}"
 
 
+UNBOUNDED = 1e12
+"""A CI bound beyond this factor is the test's "never rejects" (too few pairs; :mod:`tuner.stats` reports it as
+the estimate times exp(+-40)): shown as 0 or inf, not as an 18-digit number."""
+
+
+def fmt_bound(value: float, digits: int = 3) -> str:
+    """One CI bound of a ratio, with an unbounded side as ``0`` or ``inf``."""
+    if value >= UNBOUNDED:
+        return "inf"
+    if value <= 1 / UNBOUNDED:
+        return "0"
+    return f"{value:.{digits}f}"
+
+
+def fmt_ci(low: float, high: float, digits: int = 3) -> str:
+    return f"[{fmt_bound(low, digits)}, {fmt_bound(high, digits)}]"
+
+
 def fmt_ratio(ratio: dict[str, Any] | None) -> str:
     if not ratio or ratio.get("ratio") is None:
         return "-"
     low, high = ratio.get("ci_low"), ratio.get("ci_high")
-    ci = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+    ci = f" {fmt_ci(low, high)}" if low is not None and high is not None else ""
     return f"{ratio['ratio']:.3f}{ci}"
 
 
