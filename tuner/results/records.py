@@ -12,6 +12,7 @@ once per trial (``telemetry``), and had no ``anchored`` values; the loader upgra
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import statistics
@@ -195,56 +196,70 @@ def load(path: Path) -> Loaded:
             if not isinstance(trial, dict) or "number" not in trial or "state" not in trial:
                 raise UserError.single(where, "every trial needs `number` and `state`", f"trials[{index}]")
             _upgrade_trial(trial)
-        for key, default in _SUMMARY_DEFAULTS.items():
-            data.setdefault(key, default())
+        _fill(data, _SUMMARY_DEFAULTS)
         _upgrade_winner(data)
         return Loaded("sweep", file, data)
     raise UserError.single(where, f"unsupported result schema {schema!r} (this tuner reads {known})", "schema")
 
 
+# What a field added since a record's first version holds in files written before it (copied, never shared).
 _TRIAL_DEFAULTS: dict[str, Any] = {
     "is_baseline": False,
     "aa": False,
-    "strategies": dict,
-    "engine": dict,
-    "params": dict,
+    "strategies": {},
+    "engine": {},
+    "params": {},
     "values": None,
-    "metrics": dict,
-    "ratios": dict,
+    "metrics": {},
+    "ratios": {},
     "feasible": None,
     "feasible_ci": None,
-    "slo_checks": list,
+    "slo_checks": [],
     "verdict": None,
-    "switch_s": list,
+    "switch_s": [],
     "token_ids_match": None,
-    "repetitions": list,
+    "repetitions": [],
     "tail": None,
     "failure": None,
     "worker": None,
     "step_interleave": None,
 }
 _SUMMARY_DEFAULTS: dict[str, Any] = {
-    "study": lambda: None,
-    "constraints": list,
-    "engine_starts": lambda: None,
-    "start_s": list,
-    "switch_s": list,
-    "pareto": list,
-    "importance": dict,
-    "best": list,
-    "confirmation": lambda: None,
-    "power": dict,
-    "incomplete": list,
+    "study": None,
+    "constraints": [],
+    "engine_starts": None,
+    "start_s": [],
+    "switch_s": [],
+    "pareto": [],
+    "importance": {},
+    "best": [],
+    "confirmation": None,
+    "power": {},
+    "incomplete": [],
 }
+_WINNER_DEFAULTS: dict[str, Any] = {
+    "trial": None,
+    "confirmed": False,
+    "reason": "",
+    "effect": None,
+    "strategies": {},
+    "engine": {},
+    "env": "",
+}
+
+
+def _fill(record: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Give ``record`` each field of ``defaults`` it lacks, as a copy of the default."""
+    for key, default in defaults.items():
+        if key not in record:
+            record[key] = copy.deepcopy(default)
 
 
 def _upgrade_trial(trial: dict[str, Any]) -> None:
     """Bring a trial written by an older sweep to the current :class:`TrialRow` layout, in place: fields added
     since get their empty value; ``anchored`` (added later) is the trial's own medians, as Optuna saw them then;
     per-process telemetry kept per repetition gives ``telemetry`` from the last one."""
-    for key, default in _TRIAL_DEFAULTS.items():
-        if key not in trial:
-            trial[key] = default() if callable(default) else default
+    _fill(trial, _TRIAL_DEFAULTS)
     trial.setdefault("anchored", trial["metrics"])
     reps = trial["repetitions"] if isinstance(trial["repetitions"], list) else []
     kept = [r["processes"] for r in reps if isinstance(r, dict) and r.get("processes")]
@@ -255,25 +270,10 @@ def _upgrade_trial(trial: dict[str, Any]) -> None:
 def _upgrade_winner(summary: dict[str, Any]) -> None:
     """Older sweeps named the best screened trial as the winner, with no confirmation on fresh pairs: it stays
     named but unconfirmed (``confirmed`` False, ``effect`` None); the YAML they inlined is in ``winner.yaml`` now."""
-    winner = summary.get("winner")
-    if not isinstance(winner, dict):
-        summary["winner"] = {
-            "trial": None,
-            "confirmed": False,
-            "reason": "no winner recorded",
-            "effect": None,
-            "strategies": {},
-            "engine": {},
-            "env": "",
-        }
-        return
-    winner.pop("yaml", None)
-    winner.setdefault("confirmed", False)
-    winner.setdefault("effect", None)
-    for key in ("strategies", "engine"):
-        winner.setdefault(key, {})
-    winner.setdefault("env", "")
-    winner.setdefault("reason", "")
+    if not isinstance(summary.get("winner"), dict):
+        summary["winner"] = {"reason": "no winner recorded"}
+    summary["winner"].pop("yaml", None)
+    _fill(summary["winner"], _WINNER_DEFAULTS)
 
 
 def _require_list(data: dict[str, Any], key: str, where: str, *, non_empty: bool) -> None:
