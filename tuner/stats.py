@@ -428,7 +428,7 @@ def _sign_flip_p(x: _FloatArray, observed: _FloatArray, n_permutations: int, rng
 # An interval side the sign-flip test never rejects (too few pairs, or too few flips, to reach 1 - confidence) is
 # unbounded; it is reported at this log distance from the estimate (a ratio of e**40 ~ 2e17), so that ratios,
 # widths and reciprocals of the bounds stay finite.
-_UNBOUNDED_LOG = 40.0
+UNBOUNDED_LOG = 40.0
 # The interval inverts the sign-flip test whenever the flips can carry it: every swap pattern, or at least this many
 # random ones. Callers asking for fewer Monte-Carlo flips (simulations that read only the point estimate, log_sd or
 # the screening rank) get the BCa bootstrap instead.
@@ -497,13 +497,13 @@ def _sign_flip_intervals(
         p_zero = _shifted_p(sums, flipped, at, np.zeros(len(at)), exact)
         p_values[rows] = p_zero
         for side, sign in enumerate((-1.0, 1.0)):
-            inner, outer = at.copy(), np.asarray(at + sign * _UNBOUNDED_LOG, dtype=np.float64)
+            inner, outer = at.copy(), np.asarray(at + sign * UNBOUNDED_LOG, dtype=np.float64)
             unbounded = _shifted_p(sums, flipped, at, outer, exact) >= alpha
             for _ in range(_BISECTIONS):
                 middle = np.asarray((inner + outer) / 2, dtype=np.float64)
                 accepted = _shifted_p(sums, flipped, at, middle, exact) >= alpha
                 inner, outer = np.where(accepted, middle, inner), np.where(accepted, outer, middle)
-            inner = np.where(unbounded, at + sign * _UNBOUNDED_LOG, inner)
+            inner = np.where(unbounded, at + sign * UNBOUNDED_LOG, inner)
             # 0 is inside exactly when the test at 0 accepts (the bisection places a bound to ~1e-13 only).
             inner = np.where(p_zero >= alpha, np.minimum(inner, 0.0) if sign < 0 else np.maximum(inner, 0.0), inner)
             bounds[rows, side] = inner

@@ -10,7 +10,7 @@ from tuner.config import Experiment
 from tuner.confirmation import CONFIRMATION_ATTR, run_confirmation
 from tuner.errors import StudyIncomplete
 from tuner.feedback import SILENT, Feedback, TableData
-from tuner.results.describe import describe_engine, describe_strategies, fmt_ci
+from tuner.results.describe import describe_engine, describe_strategies, fmt_ratio
 from tuner.results.records import SweepSummary
 from tuner.study import default_storage, enqueue_missing, open_study
 from tuner.sweep import Sweep
@@ -95,7 +95,7 @@ def trials_table(summary: SweepSummary) -> TableData:
     rows = []
     for row in summary["trials"]:
         first = row["ratios"].get(objectives[0]) if row["ratios"] else None
-        ci = f"{first['ratio']:.3f} {fmt_ci(first['ci_low'], first['ci_high'])}" if first else "-"
+        ci = fmt_ratio(first)
         p = f"{first['p_value']:.3f}" if first and first["p_value"] is not None else "-"
         strategies = "baseline" if row["is_baseline"] else describe_strategies(row["strategies"])
         rows.append(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES
+from tuner.stats import UNBOUNDED_LOG
 
 
 @dataclass
@@ -109,9 +110,10 @@ def fmt_num(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:.0f}"
 
 
-UNBOUNDED = 1e12
-"""A CI bound beyond this factor is the test's "never rejects" (too few pairs; :mod:`tuner.stats` reports it as
-the estimate times exp(+-40)): shown as 0 or inf, not as an 18-digit number."""
+UNBOUNDED = math.exp(UNBOUNDED_LOG / 2)
+"""A CI bound beyond this factor is an unbounded side (the test never rejects there: too few pairs), which
+:mod:`tuner.stats` reports as the estimate times exp(+-UNBOUNDED_LOG): shown as 0 or inf, not as an 18-digit
+number. Half that distance leaves room for any estimate."""
 
 
 def fmt_bound(value: float, digits: int = 3) -> str:
