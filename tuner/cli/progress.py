@@ -41,7 +41,7 @@ class ConsoleFeedback:
         self._open += 1
         return _RichTask(self, self._progress, self._progress.add_task(description, total=total))
 
-    def _closed(self) -> None:
+    def _task_closed(self) -> None:
         self._open -= 1
         if self._open == 0 and self._progress is not None:
             self._progress.stop()
@@ -63,4 +63,4 @@ class _RichTask:
         if not self._closed:
             self._closed = True
             self._progress.remove_task(self._id)
-            self._owner._closed()
+            self._owner._task_closed()

@@ -2,7 +2,7 @@
 
 A server's EngineCore is reachable only from the process that built its ``AsyncLLM``, so when the tuner starts
 a server it asks the plugin (``control`` in ``TUNER_PLUGIN``) to open ``POST http://127.0.0.1:PORT/control``
-there. The body is a control request (see :data:`tuner.plugin.protocol.ControlOp`); the answer is a JSON list
+there. The body is a control request (see :data:`tuner.plugin.protocol.CONTROL_METHOD`); the answer is a JSON list
 of reports: the API server's first, then EngineCore's and every worker's.
 
 Only the tuner that started the server can use it:

@@ -21,15 +21,14 @@ from typing import Any, Literal, NotRequired, TypedDict
 ENV_VAR = "TUNER_PLUGIN"
 """Holds the JSON spec in every vLLM process: ``{"strategies": {...}, "install": [...], "control": {...}}``."""
 CONTROL_METHOD = "tuner_control"
-"""The EngineCore utility method and worker RPC that serve control requests."""
+"""The EngineCore utility method and worker RPC that serve control requests: ``{"op": ...}`` with ``report``
+(telemetry since the last ``reset``), ``reset``, ``switch`` (to ``strategies``), ``telemetry`` (GC timers on or
+off: ``enabled``) or ``interleave_start`` / ``_drain`` / ``_stop`` (step-level A/B blocks in EngineCore: ``a``,
+``b``, ``block_steps``, ``seed``)."""
 PLUGIN_ERROR = "plugin"
 """The key of the plugin's own failure in a report's ``errors``: the tuner refuses to measure such an engine."""
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_NAME = "tuner"
-
-ControlOp = Literal["report", "reset", "switch", "telemetry", "interleave_start", "interleave_drain", "interleave_stop"]
-"""``report``: telemetry since the last ``reset``; ``switch``: to ``strategies``; ``telemetry``: GC timers on or
-off (``enabled``); ``interleave_*``: step-level A/B blocks in EngineCore (``a``, ``b``, ``block_steps``, ``seed``)."""
 
 # Upper bucket edges of the GC pause histogram, in milliseconds (the last bucket is open-ended).
 PAUSE_EDGES_MS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
