@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tuner.config import Experiment
-from tuner.engine_args import resolve_engine_args
 from tuner.environment import environment_record
 from tuner.feedback import SILENT, Feedback, task
 from tuner.measure import Workbench
@@ -78,7 +77,7 @@ def run_experiment(
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "config": experiment.model_dump(mode="json"),
         "engine": {
-            "args": resolve_engine_args(experiment.engine),
+            "args": session.engine_args,  # as resolved for the engine start
             "start_s": session.start_s,
             "mode": session.mode,
         },
