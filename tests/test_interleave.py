@@ -157,6 +157,7 @@ def test_a_known_host_delay_is_detected_with_its_size(bench: Workbench, aa_pairs
     assert estimate is not None, result.to_dict()
     # The estimate is the ratio of B's mean step time to A's, where B's steps are A's plus the extra.
     known_ratio = 1 + extra_s * sum(a[0] for a, _ in result.sums) / sum(a[1] for a, _ in result.sums)
+    print(f"known delay: {estimate.ratio:.4f} [{estimate.ci_low:.4f}, {estimate.ci_high:.4f}], known {known_ratio:.4f}")
     assert estimate.ci_high - 1 >= 0.8 * (known_ratio - 1), (known_ratio, result.to_dict())
     assert estimate.ratio - 1 <= 1.75 * (known_ratio - 1), (known_ratio, result.to_dict())
     assert estimate.verdict == "worse", result.to_dict()
