@@ -22,7 +22,7 @@ from tuner.interleave import (
 )
 from tuner.measure import Workbench
 from tuner.plugin.step_interleaver import StepInterleaver
-from tuner.stats import paired_ratio
+from tuner.stats import RatioEstimate, paired_ratio, paired_ratio_of_sums
 
 
 def block(pair: int, arm: str, dt: list[float], running: list[int], tokens: list[int], settle: float = 0.0) -> dict:
@@ -132,51 +132,56 @@ def test_aa_false_positive_rate_is_nominal(aa_pairs: list[tuple[float, float]]) 
     assert p_value > 0.005, f"{different} of {len(chunks)} A/A comparisons called different"
 
 
+STRICT = 0.999
+"""The known-size tests check coverage with a 99.9% CI of the same statistic on the same pairs: a calibrated one
+misses the known size in 1 run of 1000, where the tool's own 95% CI (printed, for the notes) misses in 1 of 20."""
+
+
+def covers(pairs: list[tuple[float, float, float, float]], known: float, higher_is_better: bool) -> RatioEstimate:
+    """The strict ratio-of-sums estimate of (trial steps, seconds, reference steps, seconds) pairs, asserted to
+    cover ``known``."""
+    columns = [[p[i] for p in pairs] for i in range(4)]
+    strict = paired_ratio_of_sums(*columns, higher_is_better=higher_is_better, confidence=STRICT)
+    print(f"  {STRICT:.1%} CI [{strict.ci_low:.4f}, {strict.ci_high:.4f}] over {strict.n} pairs")
+    assert strict.n >= 11, strict  # fewer pairs cannot reach p < 0.001: the strict CI would be unbounded
+    assert strict.ci_low <= known <= strict.ci_high, (known, strict)
+    return strict
+
+
+def runner_delay(ms: float) -> dict[str, dict[str, float]]:
+    return {"runner_delay": {"delay_ms": ms}}
+
+
 @pytest.mark.engine
 def test_a_known_host_delay_is_detected_with_its_size(bench: Workbench, aa_pairs: list[tuple[float, float]]) -> None:
-    """Both arms busy-wait in every step, B for 10% of a median step longer, so B's steps are A's plus that.
-
-    A pause in EngineCore's step costs more than its own length on this 2-core host: 0.2-0.5 ms more per step
-    when the host is quiet, up to a quarter more than the pause when it is busy, whether spinning or sleeping,
-    one process or three (measured: the CI held the bare extra in 6 of 10 runs, the others were 1.6-3.9
-    points above it, and the identical-arm pairs centre on 1). So the estimate must not fall short of the
-    known extra, and may exceed it by that pause cost only. (A calibrated CI misses the truth from above in
-    2.5% of runs: its upper end need reach only 80% of the known extra, which still catches a lost delay.)
-    """
+    """Both arms busy-wait in the worker before every step, B for 10% of a median step longer, so B's steps are
+    A's plus that: the CI of the step-time ratio covers 1 + extra / A's mean step. (The test strategy waits in the
+    worker: a pause in EngineCore's scheduler costs more than its length on this 2-core host; see RunnerDelay.)
+    A lost delay, a halved or a doubled one fails it."""
     step_s = sorted(a for a, _ in aa_pairs)[len(aa_pairs) // 2]
     base_ms, extra_s = 1.0, 0.10 * step_s  # 10%: clear of 1 at a CI width of 5%
-    result = interleaved_comparison(
-        bench,
-        {"step_delay": {"delay_ms": base_ms}},
-        {"step_delay": {"delay_ms": base_ms + extra_s * 1e3}},
-        budget_s=40,
-        resolution=0.05,
-        seed=2,
-    )
+    arms = runner_delay(base_ms), runner_delay(base_ms + extra_s * 1e3)
+    result = interleaved_comparison(bench, *arms, budget_s=40, resolution=1e-6, seed=2)  # all 40 s: >= 11 pairs
     estimate = result.estimate
     assert estimate is not None, result.to_dict()
-    # The estimate is the ratio of B's mean step time to A's, where B's steps are A's plus the extra.
     known_ratio = 1 + extra_s * sum(a[0] for a, _ in result.sums) / sum(a[1] for a, _ in result.sums)
     print(f"known delay: {estimate.ratio:.4f} [{estimate.ci_low:.4f}, {estimate.ci_high:.4f}], known {known_ratio:.4f}")
-    assert estimate.ci_high - 1 >= 0.8 * (known_ratio - 1), (known_ratio, result.to_dict())
-    assert estimate.ratio - 1 <= 1.75 * (known_ratio - 1), (known_ratio, result.to_dict())
     assert estimate.verdict == "worse", result.to_dict()
+    covers([(b[0], b[1], a[0], a[1]) for a, b in result.sums], known_ratio, higher_is_better=False)
 
 
 @pytest.mark.engine
 def test_a_known_gain_is_confirmed_with_its_size(bench: Workbench) -> None:
-    """The confirmation phase on the engine: the reference arm busy-waits longer in every step than the candidate,
-    so the candidate is faster by at least a known amount. Screened briefly, then confirmed on fresh step pairs:
-    the right sign, and an estimate that neither falls short of the known gain nor exceeds it by more than a
-    pause's side cost. Pausing in both arms does not cancel that side cost on this 2-core host: it grows with the
-    pause (random-order step pairs: 1.145 [1.122, 1.207] against a bare 1.107, 1.165 [1.128, 1.238] against
-    1.100), so the bounds are the known-delay test's: the CI reaches 80% of the bare gain, the estimate at most
-    1.75 times it."""
-    fast = {"step_delay": {"delay_ms": 1.0}}
+    """The confirmation phase on the engine: the reference arm waits in the worker longer before every step than
+    the candidate, so the candidate's throughput is higher by a known amount. Screened briefly, then confirmed on
+    fresh step pairs by the real decision code (sized for a 0.2% effect in one look, so that it spends its 30 s
+    and the strict CI gets enough pairs): the candidate wins, and the confirmation pairs' CI covers the known
+    gain."""
+    fast = runner_delay(1.0)
     pilot = interleaved_comparison(bench, fast, fast, budget_s=4, resolution=1e-6, seed=3)
     step_s = sorted(a for a, _ in pilot.pairs)[len(pilot.pairs) // 2]
     extra_s = 0.10 * step_s  # the slow arm waits ~10% of a step longer
-    slow = {"step_delay": {"delay_ms": 1.0 + extra_s * 1e3}}
+    slow = runner_delay(1.0 + extra_s * 1e3)
     screened = interleaved_comparison(bench, slow, fast, budget_s=8, resolution=1e-6, seed=4)
     row = {
         "number": 1,
@@ -189,8 +194,9 @@ def test_a_known_gain_is_confirmed_with_its_size(bench: Workbench) -> None:
         "ratios": {"output_tokens_per_s": step_ratio(screened, "output_tokens_per_s")},
         "step_interleave": screened.to_dict(),
     }
+    space = {"runner_delay": [False, True]}
     search = Experiment.model_validate(
-        {"name": "confirm", "search": {"space": {"step_delay": [False, True]}, "confirm": {"budget_s": 30, "looks": 2}}}
+        {"name": "confirm", "search": {"space": space, "confirm": {"budget_s": 30, "looks": 1, "min_effect": 0.002}}}
     ).search
     assert search is not None
     measured: list[tuple[float, float, float, float]] = []
@@ -209,8 +215,7 @@ def test_a_known_gain_is_confirmed_with_its_size(bench: Workbench) -> None:
     known_gain = 1 + extra_s * sum(p[0] for p in used) / sum(p[1] for p in used)
     print(f"confirmed {effect['ratio']:.4f} [{effect['ci_low']:.4f}, {effect['ci_high']:.4f}], known {known_gain:.4f}")
     assert decision["winner"] == 1, decision
-    assert effect["ci_high"] - 1 >= 0.8 * (known_gain - 1), (known_gain, effect)
-    assert effect["ratio"] - 1 <= 1.75 * (known_gain - 1), (known_gain, effect)
+    covers(used, known_gain, higher_is_better=True)
 
 
 def arm_share_by_phase(block_steps: int, cycle: int, steps: int) -> list[float]:
