@@ -22,7 +22,7 @@ from tuner.interleave import (
 )
 from tuner.measure import Workbench
 from tuner.plugin.step_interleaver import StepInterleaver
-from tuner.stats import RatioEstimate, paired_ratio, paired_ratio_of_sums
+from tuner.stats import paired_ratio, paired_ratio_of_sums
 
 
 def block(pair: int, arm: str, dt: list[float], running: list[int], tokens: list[int], settle: float = 0.0) -> dict:
@@ -137,15 +137,13 @@ STRICT = 0.999
 misses the known size in 1 run of 1000, where the tool's own 95% CI (printed, for the notes) misses in 1 of 20."""
 
 
-def covers(pairs: list[tuple[float, float, float, float]], known: float, higher_is_better: bool) -> RatioEstimate:
-    """The strict ratio-of-sums estimate of (trial steps, seconds, reference steps, seconds) pairs, asserted to
-    cover ``known``."""
+def assert_covers(pairs: list[tuple[float, float, float, float]], known: float, higher_is_better: bool) -> None:
+    """The strict ratio-of-sums CI of (trial steps, seconds, reference steps, seconds) pairs covers ``known``."""
     columns = [[p[i] for p in pairs] for i in range(4)]
     strict = paired_ratio_of_sums(*columns, higher_is_better=higher_is_better, confidence=STRICT)
     print(f"  {STRICT:.1%} CI [{strict.ci_low:.4f}, {strict.ci_high:.4f}] over {strict.n} pairs")
     assert strict.n >= 11, strict  # fewer pairs cannot reach p < 0.001: the strict CI would be unbounded
     assert strict.ci_low <= known <= strict.ci_high, (known, strict)
-    return strict
 
 
 def runner_delay(ms: float) -> dict[str, dict[str, float]]:
@@ -167,7 +165,7 @@ def test_a_known_host_delay_is_detected_with_its_size(bench: Workbench, aa_pairs
     known_ratio = 1 + extra_s * sum(a[0] for a, _ in result.sums) / sum(a[1] for a, _ in result.sums)
     print(f"known delay: {estimate.ratio:.4f} [{estimate.ci_low:.4f}, {estimate.ci_high:.4f}], known {known_ratio:.4f}")
     assert estimate.verdict == "worse", result.to_dict()
-    covers([(b[0], b[1], a[0], a[1]) for a, b in result.sums], known_ratio, higher_is_better=False)
+    assert_covers([(b[0], b[1], a[0], a[1]) for a, b in result.sums], known_ratio, higher_is_better=False)
 
 
 @pytest.mark.engine
@@ -215,7 +213,7 @@ def test_a_known_gain_is_confirmed_with_its_size(bench: Workbench) -> None:
     known_gain = 1 + extra_s * sum(p[0] for p in used) / sum(p[1] for p in used)
     print(f"confirmed {effect['ratio']:.4f} [{effect['ci_low']:.4f}, {effect['ci_high']:.4f}], known {known_gain:.4f}")
     assert decision["winner"] == 1, decision
-    covers(used, known_gain, higher_is_better=True)
+    assert_covers(used, known_gain, higher_is_better=True)
 
 
 def arm_share_by_phase(block_steps: int, cycle: int, steps: int) -> list[float]:
