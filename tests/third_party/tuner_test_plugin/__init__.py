@@ -63,7 +63,7 @@ class StepDelay(Strategy):
         self.delay_s = 0.0
 
 
-class RunnerDelay(Strategy):
+class RunnerDelay(StepDelay):
     """A host delay of known size in the model runner: EngineCore marks every scheduled step with the delay in
     force, and the worker busy-waits that long before executing the step (in the worker process under the ``mp``
     executor, in EngineCore under ``uni``).
@@ -72,20 +72,12 @@ class RunnerDelay(Strategy):
     its length on this 2-core host, a pause in the worker costs its length (measured with the step-interleaved
     comparison, A at 1 ms, B 2 or 4 ms longer; side cost = B - A - extra per step: scheduler -0.11 to +0.34 ms at
     2 ms and +0.44 to +0.89 ms at 4 ms; worker -0.05 and +0.07 ms at 2 ms, +0.21 ms at 4 ms; the pauses
-    themselves last their nominal length within 21 us). Switchable between steps: only EngineCore holds state.
+    themselves last their nominal length within 21 us). Switchable between steps: only EngineCore holds state
+    (its ``delay_s``, set and cleared as :class:`StepDelay`'s).
     """
 
     name = "runner_delay"
     description = "Test strategy: the worker busy-waits a fixed time before executing every scheduled step."
-    params = (Param("delay_ms", "float", 1.0, low=0.0, high=1000.0),)
-    roles = frozenset({Role.ENGINE_CORE})
-    switchable = True
-    step_switchable = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.delay_s = 0.0
-        self._installed = False
 
     def install(self) -> None:
         """Patch both ends in every process: only EngineCore marks steps, only a worker executes them."""
@@ -110,9 +102,3 @@ class RunnerDelay(Strategy):
         Scheduler.schedule = marked_schedule  # type: ignore[method-assign]
         WorkerWrapperBase.execute_model = delayed_execute_model  # type: ignore[method-assign]
         self._installed = True
-
-    def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
-        self.delay_s = params["delay_ms"] / 1e3
-
-    def revert(self, ctx: ProcessContext) -> None:
-        self.delay_s = 0.0
