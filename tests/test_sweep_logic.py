@@ -266,3 +266,33 @@ def test_objectives_are_anchored_to_the_baseline_so_drift_between_trials_cancels
     console.print(render(trials_table(summarize_study(study, exp, sweep))))
     row_text = next(line for line in console.export_text().splitlines() if line.startswith("│ 1 "))
     assert "102.00" in row_text and "204" not in row_text
+
+
+def test_a_storage_whose_schema_a_concurrent_process_is_creating_is_opened_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers started together race to create a new storage's schema; the loser's IntegrityError (as seen in the
+    suite: UNIQUE constraint failed: alembic_version.version_num) is retried, a persistent one is a clear error."""
+    import sqlalchemy.exc
+
+    from tuner import study
+
+    search = Experiment.model_validate({"name": "s", "search": {"space": {"gc_freeze": [False, True]}}}).search
+    assert search is not None
+    real = optuna.storages.RDBStorage
+    failures = {"left": 2}
+
+    def racing(*args: Any, **kwargs: Any) -> optuna.storages.RDBStorage:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise sqlalchemy.exc.IntegrityError("INSERT INTO alembic_version", {}, Exception("UNIQUE constraint"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", racing)
+    monkeypatch.setattr(study.time, "sleep", lambda s: None)
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    assert isinstance(study.make_storage(url, search), real)
+    assert failures["left"] == 0
+    failures["left"] = study.SCHEMA_RACE_ATTEMPTS
+    with pytest.raises(UserError, match=r"cannot open the study storage: .*UNIQUE constraint"):
+        study.make_storage(url, search)

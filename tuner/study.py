@@ -8,11 +8,13 @@ import importlib.util
 import inspect
 import re
 import sqlite3
+import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy.exc
 
 from tuner.config import Experiment
 from tuner.errors import UserError
@@ -59,6 +61,10 @@ def check_sqlite_file(url: str) -> None:
         )
 
 
+SCHEMA_RACE_ATTEMPTS = 5
+"""Opening attempts when a concurrent process is creating the same new storage's schema."""
+
+
 def make_storage(url: str, search: Search) -> optuna.storages.RDBStorage:
     """RDB storage with heartbeats, so a dead worker's trial is failed and retried (at most twice)."""
     check_sqlite_file(url)
@@ -68,17 +74,26 @@ def make_storage(url: str, search: Search) -> optuna.storages.RDBStorage:
     callback = (
         "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in accepted else "failed_trial_callback"
     )
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(
-                driver_url(url),
-                heartbeat_interval=search.heartbeat_s,
-                grace_period=search.grace_period_s,
-                **{callback: retry_class(max_retry=MAX_RETRY)},
-            )
-    except Exception as exc:  # unreachable server, corrupt or foreign database, bad URL
-        raise storage_error(url, exc) from None
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(
+                    driver_url(url),
+                    heartbeat_interval=search.heartbeat_s,
+                    grace_period=search.grace_period_s,
+                    **{callback: retry_class(max_retry=MAX_RETRY)},
+                )
+        except sqlalchemy.exc.IntegrityError as exc:
+            # Two processes created the same new storage at once (workers started together, or a reader): the
+            # loser's schema-version insert collides with the winner's. The schema exists now; open it again.
+            if attempt == SCHEMA_RACE_ATTEMPTS:
+                raise storage_error(url, exc) from None
+            time.sleep(0.2 * attempt)
+        except Exception as exc:  # unreachable server, corrupt or foreign database, bad URL
+            raise storage_error(url, exc) from None
 
 
 def storage_error(url: str, exc: Exception) -> UserError:
