@@ -118,7 +118,19 @@ class Strategy(ABC):
     switchable: ClassVar[bool] = True
     """Whether it can be applied/reverted on a running engine between runs."""
     step_switchable: ClassVar[bool] = False
-    """Whether it can be switched between two engine steps (in-engine A/B blocks)."""
+    """Whether it can be switched between two engine steps (in-engine A/B blocks): its :meth:`apply` and
+    :meth:`revert` are cheap, and what it changes acts on the step in progress in the process that applies it.
+    The plugin does the switching: every process that executes a batch applies the batch's arm first (EngineCore,
+    each worker), so a strategy need not know about steps. Its effect on the front-end, which steps do not
+    include, is measured by run-level pairs."""
+    paces_gc: ClassVar[bool] = False
+    """Whether it changes *when* the collector runs (thresholds, collection points). Garbage outlives a step: at
+    blocks shorter than a collection cycle the arm with the lower threshold would collect the other arm's garbage,
+    so such a strategy is compared in blocks of several cycles, each ending in a settle (see :mod:`tuner.grain`).
+    A strategy that only changes how much garbage a step makes needs neither: a collection then falls in each arm's
+    steps in proportion to the garbage they make."""
+    run_level_reason: ClassVar[str] = "it does not declare itself step-switchable (Strategy.step_switchable)"
+    """Why it is compared only between runs (shown by ``tuner strategies list``) when not step-switchable."""
     requires: ClassVar[tuple[Requirement, ...]] = ()
     """What its patches need from vLLM's source (checked statically, here and per release in the test suite)."""
     vllm_versions: ClassVar[str] = ""

@@ -43,6 +43,11 @@ class GcFreeze(Strategy):
     description = "Freeze the GC heap after warm-up in every process (false: undo upstream's freeze)."
     params = (Param("enabled", "bool", True, help="true: freeze everywhere; false: never freeze"),)
     switchable = True
+    run_level_reason = (
+        "a freeze moves every object alive at that moment out of the collector's reach for good: it changes the "
+        "heap every later step works on, not the step in progress, and undoing it between steps would collect the "
+        "whole heap"
+    )
     requires = (
         Defined("utils/gc_utils.py", "freeze_gc_heap"),
         # Proves that `rebind` reaches every caller of vLLM's freeze, wherever it moves between releases.

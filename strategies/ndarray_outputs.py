@@ -15,6 +15,11 @@ Where the rows are built (worker; EngineCore's own thread under the ``uni`` exec
 
 Each rewrite must match exactly once, so a vLLM whose code moved is refused with the reason, not patched wrongly.
 
+Per step: the form is a property of each batch. V1 builds and hands over the rows inside the batch's own
+``sample_tokens``; V2 builds them in ``AsyncOutput.get_output``, which runs a step later (after the next batch was
+scheduled, possibly under the other arm), so each ``AsyncOutput`` keeps the form in force when it was created.
+The scheduler accepts either form from any batch.
+
 Where they turn into lists (EngineCore): in ``Scheduler.update_from_output``, at its one read of a request's row
 (``sampled_token_ids[req_index]``), which :class:`SampledRows` answers with a ``list[int]``. Every consumer after
 it needs that list: ``Request.append_output_token_ids`` (tests ``isinstance(int)``), the stop checks and their
@@ -42,6 +47,7 @@ _V2_OUTPUT = "v1/worker/gpu/async_utils.py"
 _SCHEDULER = "v1/core/sched/scheduler.py"
 _BOOKKEEPING = "GPUModelRunner._bookkeeping_sync"
 _GET_OUTPUT = "AsyncOutput.get_output"
+_ROWS_ATTRIBUTE = "_tuner_ndarray"  # on an AsyncOutput: whether its batch hands out numpy rows
 _UPDATE = "Scheduler.update_from_output"
 _MODULES = {  # where the runner and scheduler classes live (looked up, never imported, by the ready checks)
     "v1": "vllm.v1.worker.gpu_model_runner",
@@ -215,6 +221,7 @@ class NdarrayOutputs(Strategy):
     params = (Param("enabled", "bool", True, help="true: numpy rows; false: vLLM's lists"),)
     roles = frozenset({Role.WORKER, Role.ENGINE_CORE})
     switchable = True
+    step_switchable = True
     requires = (
         # V1: the rewrite anchors, and the pinned buffer and event of the host copy (as vLLM's own `_to_list`).
         *(Snippet(_V1_RUNNER, _BOOKKEEPING, text=old) for old, _ in _V1_REWRITES),
@@ -228,6 +235,9 @@ class NdarrayOutputs(Strategy):
         *(Snippet(_V2_OUTPUT, _GET_OUTPUT, text=line.strip()) for line in _V2_LISTS.splitlines()),
         Order(_V2_OUTPUT, _GET_OUTPUT, first="self.copy_event.synchronize()", then="self.sampled_token_ids.tolist()"),
         Snippet(_V2_OUTPUT, _GET_OUTPUT, text="super()", count=0),
+        # Per step: each AsyncOutput is marked with its batch's form when it is created (no __slots__ to refuse it).
+        Defined(_V2_OUTPUT, "AsyncOutput.__init__"),
+        Snippet(_V2_OUTPUT, "AsyncOutput", text="__slots__", count=0),
         Defined("config/vllm.py", "VllmConfig.use_v2_model_runner"),
         # EngineCore: the rows are read once per request by index, after a truth test, and nowhere else
         # (4 = `sampled_token_ids = model_runner_output.sampled_token_ids` and that read).
@@ -262,6 +272,7 @@ class NdarrayOutputs(Strategy):
         from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
         patches = (
+            (async_utils.AsyncOutput, "__init__", self.wrap_async_output_init),
             (async_utils.AsyncOutput, "get_output", self.wrap_get_output),
             (GPUModelRunner, "_bookkeeping_sync", self.wrap_bookkeeping),
             (Scheduler, "update_from_output", self.wrap_update_from_output),
@@ -271,14 +282,24 @@ class NdarrayOutputs(Strategy):
             setattr(owner, method, function)
         self._installed = True
 
+    def wrap_async_output_init(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """V2 ``AsyncOutput.__init__`` marking the output with the form in force while its batch is sampled."""
+
+        def __init__(async_output: Any, *args: Any, **kwargs: Any) -> None:
+            original(async_output, *args, **kwargs)
+            setattr(async_output, _ROWS_ATTRIBUTE, self.enabled)
+
+        return __init__
+
     def wrap_get_output(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """V2 ``AsyncOutput.get_output`` handing out :class:`SampledRows` while enabled."""
+        """V2 ``AsyncOutput.get_output`` handing out :class:`SampledRows` when its batch was sampled enabled."""
         rewritten = rebuild(original, _V2_REWRITES, _tuner_rows=self._v2_rows)
 
         def get_output(async_output: Any) -> Any:
-            if self.enabled:
+            enabled = getattr(async_output, _ROWS_ATTRIBUTE, self.enabled)
+            if enabled:
                 return rewritten(async_output)
-            if self.enabled is False:
+            if enabled is False:
                 self.count("list_steps")
             return original(async_output)
 

@@ -28,6 +28,7 @@ class SamplerCopyElision(Strategy):
     params = (Param("enabled", "bool", True, help="true: vLLM's native elision; false: force the copy"),)
     roles = frozenset({Role.WORKER})
     switchable = True
+    step_switchable = True  # the copy is made (or elided) inside the batch's own sample_tokens
     requires = (
         AssignedIn(_SAMPLER, "Sampler.__init__", attribute="needs_logits_processing"),
         # The elision and the copy that `enabled: false` reproduces, as vLLM writes them.
@@ -37,11 +38,13 @@ class SamplerCopyElision(Strategy):
         Defined("config/vllm.py", "VllmConfig.use_v2_model_runner"),
         Defined("triton_utils/__init__.py", "HAS_TRITON"),
     )
-    vllm_versions = ">=0.32,<0.34"  # 0.32: the first release checked with the copy
+    # 0.28: the first release whose elision reads `needs_logits_processing` (0.27 elides through a method the
+    # patch does not read, 0.26 never makes the copy); 0.28-0.33 write both lines and the parameters alike.
+    vllm_versions = ">=0.28,<0.34"
     paths = (
         "V2 model runner only (the GPU default with Triton; on CPU it needs triton-cpu), any scheduling and "
-        "executor: the copy lives in the V2 sampler. Refused on the V1 runner (the CPU default) and on vLLM < 0.32, "
-        "whose V2 sampler never makes the copy."
+        "executor: the copy lives in the V2 sampler. Refused on the V1 runner (the CPU default) and on vLLM < 0.28, "
+        "whose V2 sampler never makes the copy (0.26) or elides it without `needs_logits_processing` (0.27)."
     )
 
     def __init__(self) -> None:

@@ -55,6 +55,23 @@ def idle_strategies(reports: list[ProcessReport], requested: dict[str, dict[str,
     ]
 
 
+def check_ran(reports: list[ProcessReport], names: set[str]) -> None:
+    """Raise :class:`StrategyNotActive` unless each strategy's counters moved in every engine process of one of its
+    roles since the last ``reset``: the proof for a step-level comparison, where each process switches per batch
+    (the front-end does not take part)."""
+    classes = strategy_classes()
+    problems = [
+        f"{name}: its counters did not move in {r['process_name']} (pid {r['pid']}) during the step-level "
+        f"comparison{': ' + r['errors'][name] if name in r['errors'] else ''}"
+        for name in sorted(names)
+        for r in reports
+        if {role.value for role in classes[name].roles - {Role.FRONTEND}} & set(r["roles"])
+        and not any(v > 0 for v in r["counters"].get(name, {}).values())
+    ]
+    if problems:
+        raise StrategyNotActive("requested strategies did not run:\n  " + "\n  ".join(problems))
+
+
 def check_active(reports: list[ProcessReport], requested: dict[str, dict[str, Any]], *, moved: bool = False) -> None:
     """Raise :class:`StrategyNotActive` unless every requested strategy is active where it belongs (and, after a
     measured repetition, ``moved``: proved active by its counters)."""

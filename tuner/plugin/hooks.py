@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from strategies import ProcessContext, Role
 from tuner.plugin.intervals import IntervalRing
-from tuner.plugin.protocol import CONTROL_METHOD, PLUGIN_ERROR, ProcessReport
-from tuner.plugin.step_interleaver import StepInterleaver
+from tuner.plugin.protocol import CONTROL_METHOD, PLUGIN_ERROR, STEP_TAG_ATTRIBUTE, ProcessReport
+from tuner.plugin.step_interleaver import StepArms, StepInterleaver
 
 logger = logging.getLogger("tuner.plugin")
 
@@ -26,6 +26,7 @@ class PluginProcess(Protocol):
     contexts: dict[Role, ProcessContext]
     errors: dict[str, str]
     interleaver: StepInterleaver
+    step_arms: StepArms
     steps: IntervalRing
     telemetry: bool
 
@@ -75,7 +76,7 @@ def _control_methods(current: Current) -> tuple[Callable[..., list[ProcessReport
 
 
 def _wrap_steps(engine_core_cls: type, current: Current) -> None:
-    """Route every engine step through the interleaver, and note each step's scheduled tokens."""
+    """Route every engine step through the interleaver, which tags each scheduled batch with its arm."""
     from vllm.v1.core.sched.scheduler import Scheduler
 
     for method in ("step", "step_with_batch_queue"):
@@ -90,7 +91,7 @@ def _wrap_steps(engine_core_cls: type, current: Current) -> None:
             started = time.monotonic()
             result = process.interleaver.around_step(self, lambda: _original(self, *args, **kwargs))
             if process.telemetry:
-                process.steps.add(started, time.monotonic(), int(getattr(self.scheduler, "_tuner_scheduled_tokens", 0)))
+                process.steps.add(started, time.monotonic(), process.interleaver.scheduled_tokens)
             return result
 
         stepped._tuner_hooked = True  # type: ignore[attr-defined]
@@ -100,11 +101,59 @@ def _wrap_steps(engine_core_cls: type, current: Current) -> None:
 
         def scheduled(self: Any, *args: Any, **kwargs: Any) -> Any:
             output = schedule(self, *args, **kwargs)
-            self._tuner_scheduled_tokens = output.total_num_scheduled_tokens
+            process = current()
+            if process is not None:
+                process.interleaver.tag(output)
             return output
 
         scheduled._tuner_hooked = True  # type: ignore[attr-defined]
         Scheduler.schedule = scheduled  # type: ignore[method-assign]
+
+
+def _wrap_worker_batches(current: Current) -> None:
+    """Every worker applies each batch's arm before it executes the batch (``WorkerWrapperBase.execute_model``,
+    the entry of every executor) and settles after a block-ending batch produced its output (``execute_model``
+    returning it, or the ``sample_tokens`` that follows). Under the ``uni`` executor the worker shares
+    EngineCore's process, which has put the arm in force and settles itself."""
+    from vllm.v1.worker.worker_base import WorkerWrapperBase
+
+    def arms_here() -> StepArms | None:
+        process = current()
+        if process is None or Role.ENGINE_CORE in process.contexts:
+            return None
+        return process.step_arms
+
+    execute_model = WorkerWrapperBase.__dict__["execute_model"]
+    if not getattr(execute_model, "_tuner_hooked", False):
+
+        def execute(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
+            arms, tag = arms_here(), getattr(scheduler_output, STEP_TAG_ATTRIBUTE, None)
+            if arms is None or tag is None:
+                return execute_model(self, scheduler_output, *args, **kwargs)
+            arms.batch(tag)
+            output = execute_model(self, scheduler_output, *args, **kwargs)
+            if output is not None:
+                arms.batch_done()
+            return output
+
+        execute._tuner_hooked = True  # type: ignore[attr-defined]
+        WorkerWrapperBase.execute_model = execute  # type: ignore[method-assign]
+    try:
+        from vllm.v1.worker.gpu_worker import Worker  # CPUWorker inherits its sample_tokens
+    except Exception:  # not importable on this platform
+        return
+    sample_tokens = Worker.__dict__["sample_tokens"]
+    if not getattr(sample_tokens, "_tuner_hooked", False):
+
+        def sampled(self: Any, *args: Any, **kwargs: Any) -> Any:
+            output = sample_tokens(self, *args, **kwargs)
+            arms = arms_here()
+            if arms is not None:
+                arms.batch_done()
+            return output
+
+        sampled._tuner_hooked = True  # type: ignore[attr-defined]
+        Worker.sample_tokens = sampled  # type: ignore[method-assign]
 
 
 def install_hooks(current: Current) -> None:
@@ -131,6 +180,7 @@ def install_hooks(current: Current) -> None:
     # own __init__ (too late to wrap it), so it becomes ready when its busy loop starts.
     _hook(EngineCore, "__init__", ready(Role.ENGINE_CORE))
     _wrap_steps(EngineCore, current)
+    _wrap_worker_batches(current)
     for cls_name in ("EngineCoreProc", "DPEngineCoreProc"):
         if hasattr(core, cls_name):
             _hook(getattr(core, cls_name), "run_busy_loop", ready(Role.ENGINE_CORE), before=True)

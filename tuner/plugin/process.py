@@ -17,8 +17,16 @@ from strategies import get as get_strategy
 from tuner.plugin.gc_probe import GcProbe
 from tuner.plugin.hooks import install_hooks
 from tuner.plugin.intervals import IntervalRing
-from tuner.plugin.protocol import ENV_VAR, PLUGIN_ERROR, ProcessReport, offer_local_control
-from tuner.plugin.step_interleaver import StepInterleaver
+from tuner.plugin.protocol import (
+    ENV_VAR,
+    PLUGIN_ERROR,
+    InterleaveBlocks,
+    InterleaveStart,
+    ProcessReport,
+    StrategySet,
+    offer_local_control,
+)
+from tuner.plugin.step_interleaver import StepArms, StepInterleaver
 
 RAY_COPY_VAR = "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"
 logger = logging.getLogger("tuner.plugin")
@@ -39,7 +47,8 @@ class ProcessState:
         self.probe = GcProbe()
         self.steps = IntervalRing()  # EngineCore's engine steps (tag: scheduled tokens), for the tail-latency join
         self.telemetry = True  # GC timing and step intervals; off only to measure what they cost
-        self.interleaver = StepInterleaver(self.switch, lambda: sum(self.probe.seconds))
+        self.step_arms = StepArms(self.switch)  # the arms of a step-level comparison, in every engine process
+        self.interleaver = StepInterleaver(self.step_arms, lambda: sum(self.probe.seconds))  # EngineCore's clock
 
     def install(self) -> None:
         self.probe.install()
@@ -109,7 +118,7 @@ class ProcessState:
     def context_for(self, strategy: Strategy) -> ProcessContext | None:
         return next((self.contexts[r] for r in Role if r in strategy.roles and r in self.contexts), None)
 
-    def switch(self, wanted: dict[str, dict[str, Any]]) -> None:
+    def switch(self, wanted: StrategySet) -> None:
         """Move from the active set to ``wanted`` (only switchable strategies may change)."""
         self.errors = {n: e for n, e in self.errors.items() if e.startswith("install failed")}
         for name in list(self.active):
@@ -163,8 +172,10 @@ class ProcessState:
         elif op == "telemetry":  # the observer-cost benchmark: the same engine with and without the GC timers
             self.telemetry = bool(request["enabled"])
             (self.probe.install if self.telemetry else self.probe.uninstall)()
-        elif op in {"interleave_start", "interleave_drain", "interleave_stop"}:
-            interleave = self._interleave(op, request)
+        elif op == "interleave_start":
+            self._interleave_start(request)  # type: ignore[arg-type]
+        elif op in {"interleave_drain", "interleave_stop"}:
+            interleave = self._interleave_blocks(stop=op == "interleave_stop")
         elif op == "reset":
             self.probe.reset()
             self.steps.clear()
@@ -180,18 +191,24 @@ class ProcessState:
             report["interleave"] = interleave
         return report
 
-    def _interleave(self, op: str, request: dict[str, Any]) -> dict[str, Any] | None:
-        """Step-level A/B runs where the steps are: in the EngineCore process only."""
+    def _interleave_start(self, request: InterleaveStart) -> None:
+        """Every engine process holds both arms (a worker applies each batch's); EngineCore also times the blocks."""
+        for name in {*request["a"], *request["b"]}:
+            cls = get_strategy(name)
+            if not cls.step_switchable:
+                raise ValueError(f"{name} cannot be switched between engine steps ({cls.run_level_reason})")
+        self.step_arms.start(request["a"], request["b"])
+        if Role.ENGINE_CORE in self.contexts:
+            engine_core = self.contexts[Role.ENGINE_CORE].owner
+            self.interleaver.start(request, batch_queue=getattr(engine_core, "batch_queue", None) is not None)
+
+    def _interleave_blocks(self, *, stop: bool) -> InterleaveBlocks | None:
+        """The blocks EngineCore timed (None in a worker process); ``stop`` ends the comparison here."""
         if Role.ENGINE_CORE not in self.contexts:
+            if stop:
+                self.step_arms.stop()
             return None
-        if op == "interleave_start":
-            arms = {"A": request["a"], "B": request["b"]}
-            for name in {*request["a"], *request["b"]}:
-                if not get_strategy(name).step_switchable:
-                    raise ValueError(f"{name} cannot be switched between engine steps: use run-level pairs")
-            self.interleaver.start(arms, int(request["block_steps"]), int(request.get("seed", 0)))
-            return {"started": True}
-        return self.interleaver.drain() if op == "interleave_drain" else self.interleaver.stop()
+        return self.interleaver.stop() if stop else self.interleaver.drain()
 
 
 _state: ProcessState | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -23,8 +24,9 @@ ENV_VAR = "TUNER_PLUGIN"
 CONTROL_METHOD = "tuner_control"
 """The EngineCore utility method and worker RPC that serve control requests: ``{"op": ...}`` with ``report``
 (telemetry since the last ``reset``), ``reset``, ``switch`` (to ``strategies``), ``telemetry`` (GC timers on or
-off: ``enabled``) or ``interleave_start`` / ``_drain`` / ``_stop`` (step-level A/B blocks in EngineCore: ``a``,
-``b``, ``block_steps``, ``seed``)."""
+off: ``enabled``) or ``interleave_start`` (an :class:`InterleaveStart`) / ``interleave_drain`` /
+``interleave_stop`` (step-level A/B blocks: EngineCore times them, every engine process applies each batch's
+arm)."""
 PLUGIN_ERROR = "plugin"
 """The key of the plugin's own failure in a report's ``errors``: the tuner refuses to measure such an engine."""
 ENTRY_POINT_GROUP = "vllm.general_plugins"
@@ -98,6 +100,76 @@ class GcSnapshot(TypedDict):
     peak_rss_scope: Literal["window", "lifetime"]
 
 
+StrategySet = dict[str, dict[str, Any]]
+"""Strategy name -> its parameters: what a process applies (an arm of a comparison, a trial's set)."""
+Arm = Literal["A", "B"]
+
+
+class InterleaveStart(TypedDict):
+    """Start a step-level comparison: every engine process receives both arms; EngineCore alternates them.
+
+    Blocks of ``block_steps`` model-executing steps come in pairs, each pair in a random order (``seed``).
+    ``settle``: a gen0 collection ends every block in every process that holds an arm, charged to the block, so
+    that garbage a block deferred is not collected in the next one (chosen where GC is not negligible: see
+    :mod:`tuner.grain`).
+    """
+
+    op: Literal["interleave_start"]
+    a: StrategySet
+    b: StrategySet
+    block_steps: int
+    seed: int
+    settle: bool
+
+
+def interleave_start(a: StrategySet, b: StrategySet, *, block_steps: int, seed: int, settle: bool) -> InterleaveStart:
+    return {"op": "interleave_start", "a": a, "b": b, "block_steps": block_steps, "seed": seed, "settle": settle}
+
+
+STEP_TAG_ATTRIBUTE = "_tuner_step"
+"""The attribute of a ``SchedulerOutput`` that carries its :class:`StepTag` to every process executing it."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepTag:
+    """What EngineCore's interleaver attaches to each scheduled batch of a step-level comparison.
+
+    It travels with the ``SchedulerOutput`` (in-process under the ``uni`` executor, pickled to each worker under
+    ``mp``), so every process applies the batch's own arm before it works on the batch. ``settle``: the batch ends
+    its block and its process collects gen0 once it has produced the batch's output.
+    """
+
+    arm: Arm
+    settle: bool = False
+
+
+class BlockRecord(TypedDict):
+    """One block of a step-level comparison, as EngineCore timed it.
+
+    Per counted step (one that scheduled tokens): wall seconds of the engine step, running requests at its
+    start, scheduled tokens and EngineCore's GC seconds inside it. The first ``washout`` steps ran under the
+    block's arm but are not compared: with a batch queue (async scheduling) each engine step also finishes the
+    batch scheduled one step earlier, which at a block's start belongs to the other arm. ``settle_s`` is the
+    block-ending gen0 collection in EngineCore.
+    """
+
+    pair: int
+    arm: Arm
+    dt: list[float]
+    running: list[int]
+    tokens: list[int]
+    gc_s: list[float]
+    settle_s: float
+    washout: int
+
+
+class InterleaveBlocks(TypedDict):
+    """The answer to ``interleave_drain`` / ``interleave_stop``: complete pairs of blocks."""
+
+    blocks: list[BlockRecord]
+    block_steps: int
+
+
 class _ProcessReportBase(TypedDict):
     pid: int
     process_name: str
@@ -113,14 +185,14 @@ class _ProcessReportBase(TypedDict):
 class ProcessReport(_ProcessReportBase, total=False):
     """One vLLM process's answer to a control request: roles, strategies in force, errors, counters, telemetry.
 
-    ``steps`` (EngineCore only) are the engine steps (tag: scheduled tokens); ``interleave`` answers the
-    ``interleave_*`` ops (EngineCore only; None elsewhere).
+    ``steps`` (EngineCore only) are the engine steps (tag: scheduled tokens); ``interleave`` answers
+    ``interleave_drain`` / ``interleave_stop`` (EngineCore only; None elsewhere).
     """
 
-    interleave: dict[str, Any] | None
+    interleave: InterleaveBlocks | None
 
 
-def encode_spec(strategies: dict[str, dict[str, Any]], install: list[str] | None = None) -> str:
+def encode_spec(strategies: StrategySet, install: list[str] | None = None) -> str:
     """The :data:`ENV_VAR` value that applies ``strategies`` and can later switch to any of ``install``."""
     names = sorted(set(strategies) | set(install or ()))
     return json.dumps({"strategies": strategies, "install": names}, sort_keys=True)

@@ -1,15 +1,29 @@
-"""In-engine A/B measurement (the EngineCore side): alternate two strategy sets every K engine steps.
+"""Step-level A/B inside one engine: each scheduled batch carries its arm to every process that executes it.
 
-Blocks of ``block_steps`` model-executing steps come in pairs, each pair in a random order (AB or BA). Not the
-mirrored order (AB BA ...) of run-level pairs, which was tried here and measured: its period of four blocks
-aliased with a batch of 160 steps (five periods of 8-step blocks; the engine's A/A drifted to 0.983 [0.954,
-1.006]), and with a random spacer that broke the period it still put the same arm on both sides of every pair
-boundary, so a burst of host noise a few blocks long moved neighbouring pairs the same way and the A/A CI came
-out too narrow (1.016 [1.001, 1.035] over 316 pairs). Random order leaves no period and makes neighbouring
-pairs' errors cancel on average. Carry-over between blocks is mostly deferred garbage, settled below. At every
-block end a gen0 collection settles the garbage the ending block deferred, and its time is charged to that
-block. Per step it records the wall time, the running requests, the scheduled tokens and the GC time; the
-front-end (:mod:`tuner.interleave`) drains complete pairs and does the statistics.
+EngineCore's :class:`StepInterleaver` alternates two strategy sets in blocks of ``block_steps`` model-executing
+steps. Blocks come in pairs, each pair in a random order (AB or BA). Not the mirrored order (AB BA ...) of
+run-level pairs, which was tried here and measured: its period of four blocks aliased with a batch of 160 steps
+(five periods of 8-step blocks; the engine's A/A drifted to 0.983 [0.954, 1.006]), and with a random spacer that
+broke the period it still put the same arm on both sides of every pair boundary, so a burst of host noise a few
+blocks long moved neighbouring pairs the same way and the A/A CI came out too narrow (1.016 [1.001, 1.035] over
+316 pairs). Random order leaves no period and makes neighbouring pairs' errors cancel on average.
+
+Every batch EngineCore schedules gets a :class:`~tuner.plugin.protocol.StepTag` with its arm; each process that
+works on the batch (EngineCore itself, each worker in its own process under the ``mp`` executor, the in-process
+worker under ``uni``) puts that arm's strategy set in force first (:class:`StepArms`). So a strategy that acts in
+a worker switches with the batch, not with EngineCore's clock.
+
+What a step's time belongs to: the wall time of one engine step call. With synchronous scheduling a call
+schedules a batch, waits for every worker to execute it and processes its output: all of it under one arm.
+With a batch queue (async scheduling, pipeline parallelism) a call schedules batch N+1 and finishes batch N, so
+the first call of a block finishes the other arm's last batch; it runs under the new arm but is not compared (a
+*washout* step, recorded as such). The remaining calls of the block hold only the block's own batches.
+
+Garbage is the one state that outlives a step. Where GC is not negligible the comparison asks for a *settle*: a
+gen0 collection at the end of every block, in EngineCore (timed, charged to the block) and in each worker process
+after it produced the block's last batch (inside that step's time), so that the next block does not collect what
+this one deferred. Per step it records the wall time, the running requests, the scheduled tokens and the GC time;
+the front-end (:mod:`tuner.interleave`) drains complete pairs and does the statistics.
 """
 
 from __future__ import annotations
@@ -20,40 +34,93 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tuner.plugin.protocol import (
+    STEP_TAG_ATTRIBUTE,
+    Arm,
+    BlockRecord,
+    InterleaveBlocks,
+    InterleaveStart,
+    StepTag,
+    StrategySet,
+)
+
+
+class StepArms:
+    """The two arms of a comparison in one process, and which one is in force here."""
+
+    def __init__(self, switch: Callable[[StrategySet], None]) -> None:
+        """``switch`` puts a strategy set in force in this process."""
+        self.switch = switch
+        self.arms: dict[Arm, StrategySet] | None = None
+        self.current: Arm | None = None
+        self.settle_after: StepTag | None = None  # a worker's batch that ends a block: collect once it is done
+
+    def start(self, a: StrategySet, b: StrategySet) -> None:
+        self.arms = {"A": a, "B": b}
+        self.current = None
+        self.settle_after = None
+
+    def stop(self) -> None:
+        if self.arms is not None:
+            self.arms, self.current, self.settle_after = None, None, None
+            self.switch({})
+
+    def enter(self, arm: Arm) -> None:
+        """Put ``arm`` in force here (a no-op while it already is, or when no comparison runs)."""
+        if self.arms is not None and arm != self.current:
+            self.switch(self.arms[arm])
+            self.current = arm
+
+    def batch(self, tag: StepTag) -> None:
+        """A worker is about to execute a batch tagged ``tag``."""
+        self.enter(tag.arm)
+        self.settle_after = tag if tag.settle else None
+
+    def batch_done(self) -> None:
+        """A worker produced the output of its current batch: settle when that batch ended a block."""
+        if self.settle_after is not None:
+            self.settle_after = None
+            gc.collect(0)
+
 
 class StepInterleaver:
-    """Runs inside EngineCore; ``around_step`` wraps every engine step."""
+    """Runs inside EngineCore; ``around_step`` wraps every engine step, ``tag`` every scheduled batch."""
 
-    def __init__(self, switch: Callable[[dict[str, dict[str, Any]]], None], gc_seconds: Callable[[], float]) -> None:
-        """``switch`` puts a strategy set in force in this process; ``gc_seconds`` is its GC time so far."""
-        self.switch = switch
+    def __init__(self, arms: StepArms, gc_seconds: Callable[[], float]) -> None:
+        """``arms`` switches this process; ``gc_seconds`` is its GC time so far."""
+        self.arms = arms
         self.gc_seconds = gc_seconds
         self.active = False
+        self.scheduled_tokens = 0  # tokens the batch scheduled in the current engine step (0: none scheduled)
 
-    def start(self, arms: dict[str, dict[str, dict[str, Any]]], block_steps: int, seed: int) -> None:
-        self.arms = arms  # {"A": strategy set, "B": strategy set}
-        self.block_steps = block_steps
-        self.rng = random.Random(seed)
-        self.blocks: list[dict[str, Any]] = []
+    def start(self, request: InterleaveStart, *, batch_queue: bool) -> None:
+        """Begin alternating ``request``'s arms; ``batch_queue``: EngineCore finishes each batch one step later."""
+        if request["block_steps"] < 1:
+            raise ValueError(f"block_steps must be >= 1, got {request['block_steps']}")
+        self.block_steps = request["block_steps"]
+        self.washout = 1 if batch_queue else 0
+        self.settle = request["settle"]
+        self.rng = random.Random(request["seed"])
+        self.blocks: list[BlockRecord] = []
         self.pair = 0
         self._new_pair()
         self.active = True
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> InterleaveBlocks:
         drained = self.drain()
         self.active = False
-        self.switch({})
+        self.arms.stop()
         return drained
 
     def _new_pair(self) -> None:
-        self.order = ["A", "B"] if self.rng.random() < 0.5 else ["B", "A"]
+        self.order: list[Arm] = ["A", "B"] if self.rng.random() < 0.5 else ["B", "A"]
         self.position = 0
         self._open_block()
 
     def _open_block(self) -> None:
         arm = self.order[self.position]
-        self.switch(self.arms[arm])
-        self.block: dict[str, Any] = {
+        self.arms.enter(arm)
+        self.block: BlockRecord = {
             "pair": self.pair,
             "arm": arm,
             "dt": [],
@@ -61,33 +128,47 @@ class StepInterleaver:
             "tokens": [],
             "gc_s": [],
             "settle_s": 0.0,
+            "washout": self.washout,
         }
 
+    @property
+    def _steps_per_block(self) -> int:
+        return self.washout + self.block_steps
+
+    def tag(self, scheduler_output: Any) -> None:
+        """Attach the block's arm to a batch just scheduled (and whether it ends the block, when settling)."""
+        tokens = int(scheduler_output.total_num_scheduled_tokens)
+        self.scheduled_tokens = tokens
+        if not self.active:
+            return
+        closes = tokens > 0 and len(self.block["dt"]) + 1 == self._steps_per_block
+        setattr(scheduler_output, STEP_TAG_ATTRIBUTE, StepTag(self.block["arm"], settle=self.settle and closes))
+
     def around_step(self, engine_core: Any, step: Callable[[], Any]) -> Any:
+        self.scheduled_tokens = 0
         if not self.active:
             return step()
-        scheduler = engine_core.scheduler
-        running = len(getattr(scheduler, "running", ()))
+        running = len(getattr(engine_core.scheduler, "running", ()))
         gc_before = self.gc_seconds()
         started = time.perf_counter()
         result = step()
         elapsed = time.perf_counter() - started
-        tokens = int(getattr(scheduler, "_tuner_scheduled_tokens", 0))
-        if tokens == 0:  # an idle poll, not an engine step
+        if self.scheduled_tokens == 0:  # an idle poll, or a call that only finished a queued batch
             return result
         block = self.block
         block["dt"].append(elapsed)
         block["running"].append(running)
-        block["tokens"].append(tokens)
+        block["tokens"].append(self.scheduled_tokens)
         block["gc_s"].append(self.gc_seconds() - gc_before)
-        if len(block["dt"]) >= self.block_steps:
+        if len(block["dt"]) >= self._steps_per_block:
             self._close_block()
         return result
 
     def _close_block(self) -> None:
-        started = time.perf_counter()
-        gc.collect(0)  # settle: the ending block pays for the garbage it deferred
-        self.block["settle_s"] = time.perf_counter() - started
+        if self.settle:
+            started = time.perf_counter()
+            gc.collect(0)  # the ending block pays for the garbage it deferred
+            self.block["settle_s"] = time.perf_counter() - started
         self.blocks.append(self.block)
         self.position += 1
         if self.position == 2:
@@ -96,7 +177,7 @@ class StepInterleaver:
         else:
             self._open_block()
 
-    def drain(self) -> dict[str, Any]:
+    def drain(self) -> InterleaveBlocks:
         """Hand over complete pairs (both blocks closed); keep a half-finished pair for later."""
         complete = [b for b in self.blocks if b["pair"] < self.pair]
         self.blocks = [b for b in self.blocks if b["pair"] >= self.pair]
