@@ -20,7 +20,8 @@ from strategies.sampler_copy_elision import SamplerCopyElision
 from tests.vllm_sources import gpu_vllm_source
 from tuner.plugin.requirements import REQUIRES as PLUGIN_REQUIRES
 
-MATRIX = ("0.26.0", "0.32.0", "0.33.0")  # the gpu extra's floor, the CPU build's release, the newest release
+# Every published release the gpu extra admits, floor to newest (0.32.0 is also the CPU build's release).
+MATRIX = ("0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
@@ -61,6 +62,18 @@ def test_sampler_copy_elision_is_refused_on_the_floor_because_it_never_copies() 
     problems = unmet(SamplerCopyElision.requires, _tree(MATRIX[0]))
     assert problems[0].startswith("Sampler.__init__ at vllm/v1/worker/gpu/sample/sampler.py:")
     assert problems[0].endswith("does not assign self.needs_logits_processing")
+    assert any(
+        p.startswith("`torch.empty_like(logits, dtype=torch.float32).copy_(logits)` occurs 0 times") for p in problems
+    )
+
+
+@pytest.mark.parametrize("release", ["0.27.0", "0.27.1"])
+def test_sampler_copy_elision_is_refused_on_0_27_whose_elision_has_no_flags_to_read(release: str) -> None:
+    """0.27 makes and elides the copy, but decides per batch in a method: the patch reads the flags 0.28 added."""
+    assert not admits(SamplerCopyElision.vllm_versions, Version(release))
+    problems = unmet(SamplerCopyElision.requires, _tree(release))
+    assert problems[0].endswith("does not assign self.needs_logits_processing")
+    assert not any("torch.empty_like" in p for p in problems)  # the copy is there
 
 
 def test_a_release_declared_unsupported_must_fail_a_requirement(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,6 +124,14 @@ MUTATIONS = [
         "def step_batched(",
         ("EngineCore.step_with_batch_queue",),
         id="method",
+    ),
+    pytest.param(
+        "plugin",
+        "v1/core/sched/output.py",
+        "@dataclass\nclass SchedulerOutput:",
+        "@dataclass(slots=True)\nclass SchedulerOutput:",
+        ("SchedulerOutput", "vllm/v1/core/sched/output.py", "slots=True"),
+        id="slots-dataclass",
     ),
     pytest.param(
         "gc_freeze",

@@ -6,12 +6,64 @@ matrix (``tests/test_vllm_compat.py`` checks them on each unpacked wheel).
 
 from __future__ import annotations
 
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
 from strategies import wait_points
-from strategies.requirements import Absent, AssignedIn, Defined, Order, Params, Requirement, Snippet
+from strategies.requirements import Absent, AssignedIn, Defined, Order, Params, Requirement, Snippet, _locate, _where
 
 _CORE = "v1/engine/core.py"
 _WORKER_BASE = "v1/worker/worker_base.py"
+_GPU_WORKER = "v1/worker/gpu_worker.py"
 _SCHEDULER = "v1/core/sched/scheduler.py"
+_MP = "v1/executor/multiproc_executor.py"
+
+# What would stop an instance from taking a new attribute, or pickle from carrying it.
+_INSTANCE_DICT_OVERRIDES = ("__slots__", "__setattr__", "__getstate__", "__reduce__", "__reduce_ex__")
+
+
+@dataclass(frozen=True)
+class OpenDataclass(Defined):
+    """The class ``symbol`` is decorated only by ``@dataclass``, with neither ``slots`` nor ``frozen`` set, and has
+    no bases and none of :data:`_INSTANCE_DICT_OVERRIDES` in its own body: ``setattr`` on an instance adds to its
+    ``__dict__``, and pickle carries it. (A Snippet cannot check this: a class's source starts after its decorators.)
+    """
+
+    def check(self, vllm_root: Path) -> str | None:
+        found = _locate(vllm_root, self.path, self.symbol)
+        if isinstance(found, str):
+            return found
+        node = found[0]
+        where = f"{self.symbol} at {_where(self.path, node)}"
+        if not isinstance(node, ast.ClassDef):
+            return f"{where} is not a class"
+        decorators = [ast.unparse(d) for d in node.decorator_list]
+        dataclass_call = len(node.decorator_list) == 1 and _is_dataclass(node.decorator_list[0])
+        if not dataclass_call:
+            return f"{where} is decorated {decorators or 'by nothing'}, expected only @dataclass"
+        decorator = node.decorator_list[0]
+        for keyword in decorator.keywords if isinstance(decorator, ast.Call) else []:
+            if keyword.arg in ("slots", "frozen") and not _is_false(keyword.value):
+                return f"{where} is decorated @{decorators[0]}: its instances cannot take a new attribute"
+        if node.bases or node.keywords:
+            return f"{where} has bases ({', '.join(ast.unparse(b) for b in [*node.bases, *node.keywords])})"
+        for name in _INSTANCE_DICT_OVERRIDES:
+            if not isinstance(_locate(vllm_root, self.path, f"{self.symbol}.{name}"), str):
+                return f"{where} defines {name}"
+        return None
+
+
+def _is_dataclass(decorator: ast.expr) -> bool:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return (isinstance(target, ast.Name) and target.id == "dataclass") or (
+        isinstance(target, ast.Attribute) and target.attr == "dataclass"
+    )
+
+
+def _is_false(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and value.value is False
+
 
 REQUIRES: tuple[Requirement, ...] = (
     # Delivery: the `vllm.general_plugins` entry points are loaded in process 0, EngineCore and every worker.
@@ -23,7 +75,7 @@ REQUIRES: tuple[Requirement, ...] = (
     Defined(_CORE, "EngineCore.__init__"),
     Defined(_CORE, "EngineCoreProc.run_busy_loop"),
     Defined(_CORE, "DPEngineCoreProc.run_busy_loop"),
-    Defined("v1/worker/gpu_worker.py", "Worker.compile_or_warm_up_model"),
+    Defined(_GPU_WORKER, "Worker.compile_or_warm_up_model"),
     Defined("v1/worker/cpu_worker.py", "CPUWorker.compile_or_warm_up_model"),
     Defined("v1/engine/llm_engine.py", "LLMEngine.__init__"),
     Defined("v1/engine/async_llm.py", "AsyncLLM.__init__"),
@@ -40,6 +92,29 @@ REQUIRES: tuple[Requirement, ...] = (
     Defined("v1/core/sched/output.py", "SchedulerOutput.total_num_scheduled_tokens"),
     AssignedIn(_CORE, "EngineCore.__init__", attribute="scheduler"),
     AssignedIn(_SCHEDULER, "Scheduler.__init__", attribute="running"),
+    # Async scheduling is read from `batch_queue`: set exactly when step_with_batch_queue runs, whose first step
+    # of a block finishes the other arm's batch (the washout).
+    AssignedIn(_CORE, "EngineCore.__init__", attribute="batch_queue"),
+    Snippet(_CORE, "EngineCore.__init__", text="self.step if self.batch_queue is None else self.step_with_batch_queue"),
+    # Per-step arms: the scheduler hook sets the tag on the SchedulerOutput instance, which reaches each worker
+    # as that same object (uni) or pickled with its __dict__ (mp: the method name and the batch, through the
+    # shared-memory queue, resolved on the worker's WorkerWrapperBase).
+    OpenDataclass("v1/core/sched/output.py", "SchedulerOutput"),
+    Order(_MP, "MultiprocExecutor.execute_model", first='"execute_model"', then="args=(scheduler_output,)"),
+    Snippet(_MP, "MultiprocExecutor.sample_tokens", text='"sample_tokens"'),
+    Snippet("distributed/device_communicators/shm_broadcast.py", "MessageQueue.dequeue", text="pickle.loads("),
+    Snippet(_MP, "WorkerProc.__init__", text="wrapper = WorkerWrapperBase("),
+    Snippet(_MP, "WorkerProc", text="func = getattr(self.worker, method)"),
+    # The worker hooks read each class's own method (`__dict__`): a missing one is a KeyError, a plugin error.
+    # The arm is applied from execute_model's first argument; the settle follows sample_tokens, which reaches
+    # Worker's through WorkerWrapperBase.__getattr__ and which CPUWorker inherits.
+    Params(_WORKER_BASE, "WorkerWrapperBase.execute_model", names=("self", "scheduler_output")),
+    Defined(_GPU_WORKER, "Worker.sample_tokens"),
+    Absent(
+        "v1/worker/cpu_worker.py",
+        "CPUWorker.sample_tokens",
+        because="the settle hook wraps Worker.sample_tokens, which CPUWorker must inherit",
+    ),
     # Control: EngineCore.tuner_control as a utility call, forwarded to the workers by collective_rpc.
     Snippet(_CORE, "EngineCoreProc._handle_client_request", text="getattr(self, method_name)"),
     AssignedIn(_CORE, "EngineCore.__init__", attribute="model_executor"),
