@@ -127,7 +127,9 @@ def main() -> None:
         on_pair=lambda n, _e: time.perf_counter() - began > budget,
     )
     run_est = runs.ratio(objective.metric)
-    step = interleaved_comparison(bench, {}, {}, budget_s=budget, resolution=1e-9, min_pairs=10**9)
+    step = interleaved_comparison(
+        bench, {}, {}, block_steps=16, settle=True, budget_s=budget, resolution=1e-9, min_pairs=10**9
+    )  # the grain this reference was measured with (see benchmarks/sensitivity.py for the grain chosen now)
     assert step.estimate is not None
     result["equal_budget"] = {
         "budget_s": budget,

@@ -43,6 +43,7 @@ class GcInWaits(ThresholdStrategy):
     )
     switchable = True
     step_switchable = True
+    paces_gc = True
     requires = (*wait_points.REQUIRES, Defined("config/scheduler.py", "SchedulerConfig.max_num_seqs"))
     vllm_versions = TESTED_VLLM
     paths = (

@@ -25,6 +25,7 @@ class GcThreshold(ThresholdStrategy):
     )
     switchable = True
     step_switchable = True
+    paces_gc = True
     requires = (Defined("config/scheduler.py", "SchedulerConfig.max_num_seqs"),)
     vllm_versions = TESTED_VLLM
     paths = (

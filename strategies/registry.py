@@ -22,11 +22,12 @@ def _builtin() -> list[type[Strategy]]:
     from strategies.gc_freeze import GcFreeze
     from strategies.gc_in_waits import GcInWaits
     from strategies.gc_threshold import GcThreshold
+    from strategies.known_delay import KnownDelay
     from strategies.ndarray_outputs import NdarrayOutputs
     from strategies.sampler_copy_elision import SamplerCopyElision
     from strategies.shared_empty_kv_blocks import SharedEmptyKvBlocks
 
-    return [GcThreshold, GcFreeze, GcInWaits, NdarrayOutputs, SharedEmptyKvBlocks, SamplerCopyElision]
+    return [GcThreshold, GcFreeze, GcInWaits, NdarrayOutputs, SharedEmptyKvBlocks, SamplerCopyElision, KnownDelay]
 
 
 @cache

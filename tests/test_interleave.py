@@ -3,29 +3,31 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from scipy.stats import binomtest
 
 from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
-from tuner.confirmation import Candidate, run_confirmation
 from tuner.engine import EngineSession
 from tuner.interleave import (
     _estimate,
     block_mean,
     comparable_batch_size,
     interleaved_comparison,
+    least_comparable,
     pair_means,
-    step_pairs,
-    step_ratio,
 )
 from tuner.measure import Workbench
-from tuner.plugin.step_interleaver import StepInterleaver
+from tuner.plugin.protocol import STEP_TAG_ATTRIBUTE, Arm, BlockRecord, StepTag, StrategySet, interleave_start
+from tuner.plugin.step_interleaver import StepArms, StepInterleaver
 from tuner.stats import paired_ratio, paired_ratio_of_sums
 
 
-def block(pair: int, arm: str, dt: list[float], running: list[int], tokens: list[int], settle: float = 0.0) -> dict:
+def block(
+    pair: int, arm: Arm, dt: list[float], running: list[int], tokens: list[int], settle: float = 0.0, washout: int = 0
+) -> BlockRecord:
     return {
         "pair": pair,
         "arm": arm,
@@ -34,6 +36,7 @@ def block(pair: int, arm: str, dt: list[float], running: list[int], tokens: list
         "tokens": tokens,
         "gc_s": [0.0] * len(dt),
         "settle_s": settle,
+        "washout": washout,
     }
 
 
@@ -55,12 +58,84 @@ def test_a_known_ratio_is_recovered_from_blocks() -> None:
     blocks = []
     for pair in range(30):
         wobble = 1 + 0.05 * ((pair * 7) % 5 - 2)  # the host's speed drifts between pairs
-        for arm, factor in (("A", 1.0), ("B", 1.03)):
+        arms: tuple[tuple[Arm, float], ...] = (("A", 1.0), ("B", 1.03))
+        for arm, factor in arms:
             blocks.append(block(pair, arm, [0.01 * wobble * factor] * 16, [8] * 16, [8] * 16))
     result = _estimate(blocks, 16, 0.01)
     assert result.estimate is not None
     assert result.estimate.ratio == pytest.approx(1.03, rel=1e-6)
     assert result.estimate.verdict == "worse"  # B's steps take longer
+
+
+def test_washout_steps_run_under_the_new_arm_but_are_not_compared() -> None:
+    """With a batch queue the first step of a block finishes the other arm's batch: it is recorded, not compared."""
+    blocks = [
+        block(0, "A", [0.050, 0.010, 0.010], [8] * 3, [8] * 3, washout=1),  # its first step: B's last batch
+        block(0, "B", [0.010, 0.020, 0.020], [8] * 3, [8] * 3, washout=1),
+    ]
+    assert pair_means(blocks, 8, 1) == [(pytest.approx(0.010), pytest.approx(0.020))]
+
+
+def test_least_comparable_steps_allow_one_step_blocks() -> None:
+    assert [least_comparable(k) for k in (1, 2, 3, 4, 16)] == [1, 1, 2, 2, 8]
+
+
+class FakeScheduler:
+    def __init__(self, running: int, tokens: int) -> None:
+        self.running = [0] * running
+        self.output = SimpleNamespace(total_num_scheduled_tokens=tokens)
+
+
+def step_once(interleaver: StepInterleaver, scheduler: FakeScheduler) -> Any:
+    """One engine step as the hooks drive it: schedule (tagged), then the step's time is recorded."""
+
+    def step() -> Any:
+        interleaver.tag(scheduler.output)
+        return getattr(scheduler.output, STEP_TAG_ATTRIBUTE, None)
+
+    return interleaver.around_step(SimpleNamespace(scheduler=scheduler), step)
+
+
+def test_each_batch_carries_its_blocks_arm_and_the_block_end_carries_the_settle() -> None:
+    switched: list[dict[str, Any]] = []
+    interleaver = StepInterleaver(StepArms(switched.append), lambda: 0.0)
+    a, b = {"known_delay": {"worker_ms": 0.0}}, {"known_delay": {"worker_ms": 1.0}}
+    interleaver.start(interleave_start(a, b, block_steps=2, seed=0, settle=True), batch_queue=False)
+    scheduler = FakeScheduler(8, 8)
+    tags = [step_once(interleaver, scheduler) for _ in range(8)]
+    arms = [t.arm for t in tags]
+    assert all(arms[i] == arms[i + 1] for i in range(0, 8, 2))  # blocks of two batches
+    assert all({arms[i], arms[i + 2]} == {"A", "B"} for i in range(0, 8, 4))  # each pair holds both arms
+    assert [t.settle for t in tags] == [False, True] * 4  # the block's last batch settles
+    assert switched[0] == (a if arms[0] == "A" else b)  # EngineCore switched itself before the first batch
+    idle = SimpleNamespace(total_num_scheduled_tokens=0)
+    interleaver.around_step(SimpleNamespace(scheduler=scheduler), lambda: interleaver.tag(idle))
+    assert len(interleaver.drain()["blocks"]) == 8  # an idle poll is not a step of any block
+
+
+def test_a_worker_applies_each_batchs_arm_and_settles_after_the_block_end() -> None:
+    switched: list[dict[str, Any]] = []
+    arms = StepArms(switched.append)
+    arms.start({}, {"x": {}})
+    arms.batch(StepTag("B"))
+    arms.batch(StepTag("B", settle=True))
+    assert switched == [{"x": {}}]  # one switch for the block, none for its second batch
+    assert arms.settle_after is not None
+    arms.batch_done()
+    assert arms.settle_after is None
+    arms.batch(StepTag("A"))
+    arms.stop()
+    assert switched == [{"x": {}}, {}, {}]  # back to the reference, then to nothing in force
+
+
+def test_with_a_batch_queue_each_block_gets_one_washout_step() -> None:
+    interleaver = StepInterleaver(StepArms(lambda _: None), lambda: 0.0)
+    interleaver.start(interleave_start({}, {}, block_steps=3, seed=0, settle=False), batch_queue=True)
+    scheduler = FakeScheduler(8, 8)
+    for _ in range(16):
+        step_once(interleaver, scheduler)
+    blocks = interleaver.drain()["blocks"]
+    assert blocks and all(len(b["dt"]) == 4 and b["washout"] == 1 for b in blocks)
 
 
 # The Wilcoxon gate cannot reach p < 0.05 with fewer than 6 pairs: smaller comparisons could never be significant.
@@ -87,15 +162,17 @@ def bench(engine_session: EngineSession) -> Workbench:
     return workbench
 
 
+SWITCH_ONLY: StrategySet = {"known_delay": {}}
+"""An arm that differs from the reference only by a zero-length known delay: every engine process switches per
+batch (its counters prove it), nothing else changes. The A/A of the pipeline's both sides."""
+
+
 @pytest.fixture(scope="module")
 def aa_pairs(bench: Workbench) -> list[tuple[float, float]]:
-    """One long A/A interleave (identical arms) in short blocks, reused by the A/A tests.
-
-    100 s: the per-pair SD of 8-step blocks has been 0.12-0.15 on this host lately (0.07 a while ago), so 100 s
-    (240-400 pairs) gives 99% CIs of +-1.7-2.4%.
-    """
+    """One long A/A interleave at one-step blocks (the default grain) with both engine processes switching, reused
+    by the A/A tests. 45 s: 500-800 pairs here, so >= 80 comparisons of 6 pairs."""
     result = interleaved_comparison(
-        bench, {}, {}, block_steps=8, budget_s=100, resolution=1e-6, min_pairs=10_000, seed=1
+        bench, {}, SWITCH_ONLY, block_steps=1, settle=False, budget_s=45, resolution=1e-6, min_pairs=10_000, seed=1
     )
     print(f"A/A: {len(result.pairs)} pairs")
     assert len(result.pairs) >= AA_COMPARISONS * AA_PAIRS_PER_COMPARISON, result.to_dict()
@@ -146,87 +223,39 @@ def assert_covers(pairs: list[tuple[float, float, float, float]], known: float, 
     assert strict.ci_low <= known <= strict.ci_high, (known, strict)
 
 
-def runner_delay(ms: float) -> dict[str, dict[str, float]]:
-    return {"runner_delay": {"delay_ms": ms}}
-
-
 @pytest.mark.engine
-def test_a_known_host_delay_is_detected_with_its_size(bench: Workbench, aa_pairs: list[tuple[float, float]]) -> None:
-    """Both arms busy-wait in the worker before every step, B for 10% of a median step longer, so B's steps are
-    A's plus that: the CI of the step-time ratio covers 1 + extra / A's mean step. (The test strategy waits in the
-    worker: a pause in EngineCore's scheduler costs more than its length on this 2-core host; see RunnerDelay.)
-    A lost delay, a halved or a doubled one fails it."""
+@pytest.mark.parametrize("side", ["worker", "engine_core"])
+def test_a_known_host_delay_is_measured_with_its_size_on_each_side(
+    bench: Workbench, aa_pairs: list[tuple[float, float]], side: str
+) -> None:
+    """B busy-waits 10% of a median step longer than A, in the worker process (mp executor) or in EngineCore's
+    scheduler, at one-step blocks: B's steps are A's plus that, so the CI of the step-time ratio covers
+    1 + extra / A's mean step. The worker's wait proves each batch carried its arm to the other process (a batch
+    of the wrong arm halves the effect at one-step blocks); a lost, halved or doubled delay fails it."""
     step_s = sorted(a for a, _ in aa_pairs)[len(aa_pairs) // 2]
-    base_ms, extra_s = 1.0, 0.10 * step_s  # 10%: clear of 1 at a CI width of 5%
-    arms = runner_delay(base_ms), runner_delay(base_ms + extra_s * 1e3)
-    result = interleaved_comparison(bench, *arms, budget_s=40, resolution=1e-6, seed=2)  # all 40 s: >= 11 pairs
+    extra_s = 0.10 * step_s
+    arms = {"known_delay": {f"{side}_ms": 1.0}}, {"known_delay": {f"{side}_ms": 1.0 + extra_s * 1e3}}
+    result = interleaved_comparison(
+        bench, *arms, block_steps=1, settle=False, budget_s=20, resolution=1e-6, min_pairs=10_000, seed=2
+    )
     estimate = result.estimate
     assert estimate is not None, result.to_dict()
     known_ratio = 1 + extra_s * sum(a[0] for a, _ in result.sums) / sum(a[1] for a, _ in result.sums)
-    print(f"known delay: {estimate.ratio:.4f} [{estimate.ci_low:.4f}, {estimate.ci_high:.4f}], known {known_ratio:.4f}")
+    print(
+        f"{side} delay: {estimate.ratio:.4f} [{estimate.ci_low:.4f}, {estimate.ci_high:.4f}], known {known_ratio:.4f}"
+    )
     assert estimate.verdict == "worse", result.to_dict()
     assert_covers([(b[0], b[1], a[0], a[1]) for a, b in result.sums], known_ratio, higher_is_better=False)
 
 
-@pytest.mark.engine
-def test_a_known_gain_is_confirmed_with_its_size(bench: Workbench) -> None:
-    """The confirmation phase on the engine: the reference arm waits in the worker longer before every step than
-    the candidate, so the candidate's throughput is higher by a known amount. Screened briefly, then confirmed on
-    fresh step pairs by the real decision code (sized for a 0.2% effect in one look, so that it spends its 30 s
-    and the strict CI gets enough pairs): the candidate wins, and the confirmation pairs' CI covers the known
-    gain."""
-    fast = runner_delay(1.0)
-    pilot = interleaved_comparison(bench, fast, fast, budget_s=4, resolution=1e-6, seed=3)
-    step_s = sorted(a for a, _ in pilot.pairs)[len(pilot.pairs) // 2]
-    extra_s = 0.10 * step_s  # the slow arm waits ~10% of a step longer
-    slow = runner_delay(1.0 + extra_s * 1e3)
-    screened = interleaved_comparison(bench, slow, fast, budget_s=8, resolution=1e-6, seed=4)
-    row = {
-        "number": 1,
-        "state": "COMPLETE",
-        "is_baseline": False,
-        "aa": False,
-        "feasible": True,
-        "engine": {},
-        "strategies": fast,
-        "ratios": {"output_tokens_per_s": step_ratio(screened, "output_tokens_per_s")},
-        "step_interleave": screened.to_dict(),
-    }
-    space = {"runner_delay": [False, True]}
-    search = Experiment.model_validate(
-        {"name": "confirm", "search": {"space": space, "confirm": {"budget_s": 30, "looks": 1, "min_effect": 0.002}}}
-    ).search
-    assert search is not None
-    measured: list[tuple[float, float, float, float]] = []
-
-    def measure(candidate: Candidate, done: int, wanted: int, left_s: float) -> list[tuple[float, float, float, float]]:
-        assert candidate.method == "steps"
-        pairs = step_pairs(bench, slow, fast, wanted=wanted, budget_s=left_s + 5, block_steps=16, seed=10 + done)
-        measured.extend(pairs)
-        return pairs
-
-    record = run_confirmation([row], search, measure)
-    decision = record["decision"]
-    effect = decision["rows"][0]["confirmation"]
-    # The candidate's steps are the slow arm's minus the extra wait: its throughput gain is 1 + extra / its step.
-    used = measured[: effect["n"]]
-    known_gain = 1 + extra_s * sum(p[0] for p in used) / sum(p[1] for p in used)
-    print(f"confirmed {effect['ratio']:.4f} [{effect['ci_low']:.4f}, {effect['ci_high']:.4f}], known {known_gain:.4f}")
-    assert decision["winner"] == 1, decision
-    assert_covers(used, known_gain, higher_is_better=True)
-
-
 def arm_share_by_phase(block_steps: int, cycle: int, steps: int) -> list[float]:
     """Share of arm A among the steps at each phase of a batch cycle of ``cycle`` steps."""
-    switched: list[dict] = []
-    interleaver = StepInterleaver(switched.append, lambda: 0.0)
-    interleaver.start({"A": {}, "B": {}}, block_steps=block_steps, seed=11)
-    scheduler = SimpleNamespace(running=[0] * 16, _tuner_scheduled_tokens=16)
-    engine_core = SimpleNamespace(scheduler=scheduler)
+    interleaver = StepInterleaver(StepArms(lambda _: None), lambda: 0.0)
+    interleaver.start(interleave_start({}, {}, block_steps=block_steps, seed=11, settle=False), batch_queue=False)
+    scheduler = FakeScheduler(16, 16)
     a_steps = [0] * cycle
     for i in range(steps):
-        a_steps[i % cycle] += interleaver.block["arm"] == "A"
-        interleaver.around_step(engine_core, lambda: None)
+        a_steps[i % cycle] += step_once(interleaver, scheduler).arm == "A"
     return [a / (steps / cycle) for a in a_steps]
 
 

@@ -110,11 +110,15 @@ def test_sweep_interrupted_then_resumed_without_duplicates(tmp_path: Path) -> No
             assert ratio["ci_low"] <= ratio["ratio"] <= ratio["ci_high"]
             assert trial["verdict"] in {"better", "worse", "no_difference", "inconclusive"}
     assert all(0 <= s < 5 for s in summary["switch_s"])
-    # EngineCore-only strategies are judged by step interleaving; the others by paired runs.
+    # Every step-switchable set is judged by step interleaving, at the grain its strategies need: one-step blocks
+    # without a calibration, GC pacing in settled blocks of 16 steps; what steps leave out is named.
     by_set = {tuple(t["strategies"]): t for t in complete}
-    assert by_set[("shared_empty_kv_blocks",)]["step_interleave"]["steps"] > 0
+    kv, gc = by_set[("shared_empty_kv_blocks",)]["step_interleave"], by_set[("gc_threshold",)]["step_interleave"]
+    assert kv["steps"] > 0 and (kv["block_steps"], kv["settle"], kv["left_out"]) == (1, False, [])
+    assert gc["steps"] > 0 and (gc["block_steps"], gc["settle"]) == (16, True)
+    assert gc["left_out"] == ["gc_threshold in the front-end"] and "paces the collector" in gc["grain"]
     assert by_set[("shared_empty_kv_blocks",)]["ratios"]["output_tokens_per_s"]["source"] == "steps"
-    assert by_set[("gc_threshold",)]["step_interleave"] is None
+    assert gc["run_level"]["output_tokens_per_s"]["ratio"] > 0  # the end-to-end pairs beside the steps
     # Then the candidates were confirmed on fresh pairs; winner files exist only for a confirmed winner.
     # No candidate at all is a legitimate outcome: a trial whose screening CI lies wholly below 1 is not one (at 2
     # run-level pairs the CI, which inverts the sign-flip test, is unbounded; a step-level trial's can exclude 1).

@@ -14,7 +14,7 @@ from rich.console import Console
 from tuner.cli.tables import render
 from tuner.config import Experiment, load_experiment
 from tuner.errors import UserError
-from tuner.pairing import Arms, step_interleavable
+from tuner.pairing import Arms, left_out_of_steps, step_interleavable
 from tuner.search_space import baseline_params, config_from_params, grid, suggest
 from tuner.study import BASELINE_ATTR, enqueue_missing, open_study
 from tuner.sweep import Sweep
@@ -201,18 +201,17 @@ def test_unknown_objective_metric_is_refused(tmp_path: Path) -> None:
         load_experiment(path)
 
 
-def reports(*processes: tuple[int, list[str]]) -> list[dict[str, Any]]:
-    return [{"pid": pid, "roles": roles} for pid, roles in processes]
-
-
-def test_step_interleaving_only_where_it_sees_the_whole_effect() -> None:
-    cpu = reports((1, ["frontend"]), (2, ["engine_core"]), (3, ["worker"]))  # mp executor: worker apart
-    gpu = reports((1, ["frontend"]), (2, ["engine_core", "worker"]))  # uni executor: worker inside EngineCore
-    assert step_interleavable({"shared_empty_kv_blocks": {}}, cpu)  # EngineCore only, switchable per step
-    assert not step_interleavable({"gc_threshold": {}}, cpu)  # also the worker and front-end processes
-    assert not step_interleavable({"gc_threshold": {}}, gpu)  # ... and the front-end is still apart
-    assert not step_interleavable({"gc_freeze": {}}, gpu)  # not switchable between steps
-    assert not step_interleavable({}, cpu)  # nothing to compare
+def test_every_step_switchable_set_is_compared_per_step_and_its_front_end_part_is_named() -> None:
+    for name in ("shared_empty_kv_blocks", "gc_threshold", "gc_in_waits", "ndarray_outputs", "sampler_copy_elision"):
+        assert step_interleavable({name: {}}), name  # every engine process switches per batch
+    assert not step_interleavable({"gc_freeze": {}})  # not switchable between steps
+    assert not step_interleavable({"gc_freeze": {}, "gc_threshold": {}})  # one run-level strategy: the set is
+    assert not step_interleavable({})  # nothing to compare
+    assert left_out_of_steps({"shared_empty_kv_blocks": {}, "ndarray_outputs": {}}) == []  # engine processes only
+    assert left_out_of_steps({"gc_threshold": {}, "gc_in_waits": {}}) == [
+        "gc_in_waits in the front-end",
+        "gc_threshold in the front-end",
+    ]
 
 
 def test_step_ratios_are_expressed_per_metric() -> None:

@@ -51,6 +51,7 @@ class Candidate:
     strategies: dict[str, dict[str, Any]]
     method: str  # "steps" (in-engine interleaving) or "runs" (paired repetitions)
     pairs_per_s: float
+    left_out: tuple[str, ...] = ()  # what its estimate does not see (steps: the front-end part of its effect)
 
 
 Measure = Callable[[Candidate, int, int, float], list[Pair]]
@@ -107,7 +108,8 @@ def candidate(row: Mapping[str, Any], metric: str) -> Candidate:
     steps, else run level; its pair rate from its screening."""
     steps = row.get("step_interleave") or {}
     if steps.get("pairs") and steps.get("elapsed_s") and metric in STEP_LEVEL_METRICS:
-        return Candidate(row["number"], row["strategies"], "steps", steps["pairs"] / steps["elapsed_s"])
+        rate = steps["pairs"] / steps["elapsed_s"]
+        return Candidate(row["number"], row["strategies"], "steps", rate, tuple(steps.get("left_out") or ()))
     walls = [r["metrics"]["wall_s"] for r in row["repetitions"]]
     return Candidate(row["number"], row["strategies"], "runs", 1 / (2 * statistics.median(walls)))
 
@@ -123,6 +125,12 @@ def design_for(search: Search, candidates: Sequence[Candidate]) -> Design:
         looks=settings.looks,
         max_pairs=max(cap, settings.looks) if cap is not None else None,
     )
+
+
+def _describe(ratio: Mapping[str, Any]) -> str:
+    if ratio.get("ratio") is None:
+        return "not estimated"
+    return f"{ratio['ratio']:.4f} [{ratio['ci_low']:.4f}, {ratio['ci_high']:.4f}]"
 
 
 def _finite(value: float) -> float | None:
@@ -144,10 +152,18 @@ def run_confirmation(
         "notes": notes,
         "metric": metric,
         "candidates": [
-            {"trial": c.trial, "method": c.method, "pairs_per_s": c.pairs_per_s} for c in candidates.values()
+            {"trial": c.trial, "method": c.method, "pairs_per_s": c.pairs_per_s, "left_out": list(c.left_out)}
+            for c in candidates.values()
         ],
         "plan": {"pairs": plan.pairs, "looks": list(plan.looks), "log_sd": _finite(plan.log_sd)},
     }
+    for c in candidates.values():
+        if c.left_out:
+            run_level = ((by_number[c.trial].get("step_interleave") or {}).get("run_level") or {}).get(metric) or {}
+            notes.append(
+                f"trial {c.trial} is confirmed on engine steps, which leave out {', '.join(c.left_out)}: that part is "
+                f"only in its screening's run-level pairs (ratio {_describe(run_level)}, end to end)"
+            )
     for note in notes:
         feedback.note(note, "warning")
     if candidates:
@@ -169,6 +185,7 @@ def run_confirmation(
             break
     record["decision"] = decision.to_dict()
     record["pairs_spent"] = {str(c): len(p) for c, p in pairs.items()}
+    record["pairs"] = {str(c): p for c, p in pairs.items()}  # the measured data, kept for a reader to re-analyse
     record["mde_spent"] = _finite(_mde_spent(plan, looks))
     if candidates and decision.winner is None:
         record["mde_note"] = (

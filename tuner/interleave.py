@@ -1,12 +1,14 @@
 """Step-interleaved A/B comparison inside one running engine (the front-end side and the statistics).
 
-The engine alternates arm A and arm B every ``block_steps`` steps (see :mod:`tuner.plugin.step_interleaver`)
-while the front-end keeps it loaded with offline batches. Each pair of neighbouring blocks gives one ratio
-of mean step time (B/A, settle time included). Only steps of like composition are compared: pure decode
-steps (one token per running request) at the most common batch size; prefill steps and the drain at the end
-of a batch would otherwise dominate the variance. The estimand is the ratio of sums, summed step seconds over
-steps per arm (mean step time), so a rare long pause weighs by its time. Pairing stops once its CI is narrower
-than the target resolution, at ``target_pairs``, or when the time budget is spent ("inconclusive" then).
+The engine alternates arm A and arm B every ``block_steps`` steps, each batch carrying its arm to every engine
+process (see :mod:`tuner.plugin.step_interleaver`), while the front-end keeps it loaded with offline batches. Each
+pair of neighbouring blocks gives one pair of (steps, seconds), settle time included. Only steps of like
+composition are compared: pure decode steps (one token per running request) at the most common batch size, after
+the block's washout steps; prefill steps and the drain at the end of a batch would otherwise dominate the
+variance. The estimand is the ratio of sums, summed step seconds over steps per arm (mean step time), so a rare
+long pause weighs by its time. Pairing stops once its CI is narrower than the target resolution, at
+``target_pairs``, or when the time budget is spent ("inconclusive" then). The front-end is not in a step's time:
+it runs the reference set throughout.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.measure import Workbench
+import numpy as np
+
+from tuner.measure import Workbench, check_ran
 from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
-from tuner.plugin.protocol import ProcessReport
+from tuner.plugin.protocol import BlockRecord, ProcessReport, StrategySet, interleave_start
 from tuner.stats import RatioEstimate, is_settled, paired_ratio_of_sums
 
 BlockSum = tuple[int, float]  # comparable steps, their seconds (settle included)
@@ -32,6 +36,22 @@ class InterleaveResult:
     steps: int = 0
     elapsed_s: float = 0.0
     batch_size: int | None = None
+    block_steps: int = 0
+    settle: bool = False
+    washout: int = 0  # leading steps per block not compared (1 with a batch queue)
+    gen0_collections: int = 0  # the most any engine process made during the comparison
+    gc_share: float = 0.0  # the largest share of time any engine process spent collecting
+    grain: str = ""  # why this block length and settle (see tuner.grain)
+    left_out: list[str] = field(default_factory=list)  # what the engine's steps do not see (front-end parts)
+
+    @property
+    def mean_step_s(self) -> dict[str, float | None]:
+        """Each arm's mean comparable step time (A: the reference, B: the trial)."""
+        means: dict[str, float | None] = {}
+        for arm, index in (("A", 0), ("B", 1)):
+            steps = sum(pair[index][0] for pair in self.sums)
+            means[arm] = sum(pair[index][1] for pair in self.sums) / steps if steps else None
+        return means
 
     @property
     def verdict(self) -> str:
@@ -44,35 +64,50 @@ class InterleaveResult:
             "steps": self.steps,
             "elapsed_s": self.elapsed_s,
             "batch_size": self.batch_size,
+            "block_steps": self.block_steps,
+            "settle": self.settle,
+            "washout": self.washout,
+            "gen0_collections": self.gen0_collections,
+            "gc_share": self.gc_share,
+            "mean_step_s": self.mean_step_s,
+            "grain": self.grain,
+            "left_out": self.left_out,
             "verdict": self.verdict,
         }
 
 
-def comparable_batch_size(blocks: list[dict[str, Any]]) -> int | None:
+def _compared(block: BlockRecord) -> list[tuple[float, int, int]]:
+    """(seconds, running, tokens) of the block's steps after its washout."""
+    start = block["washout"]
+    return list(zip(block["dt"][start:], block["running"][start:], block["tokens"][start:], strict=True))
+
+
+def comparable_batch_size(blocks: list[BlockRecord]) -> int | None:
     """The most common running-request count among pure decode steps (tokens == running)."""
-    sizes = Counter(r for b in blocks for r, t in zip(b["running"], b["tokens"], strict=True) if r and t == r)
+    sizes = Counter(r for b in blocks for _, r, t in _compared(b) if r and t == r)
     return sizes.most_common(1)[0][0] if sizes else None
 
 
-def block_sum(block: dict[str, Any], batch_size: int, min_steps: int) -> BlockSum | None:
+def least_comparable(block_steps: int) -> int:
+    """Comparable steps a block needs to count: half of its steps (one at one-step blocks)."""
+    return max(1, (block_steps + 1) // 2)
+
+
+def block_sum(block: BlockRecord, batch_size: int, min_steps: int) -> BlockSum | None:
     """The block's comparable steps and their summed time, its settle time included (None when too few)."""
-    times = [
-        dt
-        for dt, r, t in zip(block["dt"], block["running"], block["tokens"], strict=True)
-        if r == batch_size and t == r
-    ]
+    times = [dt for dt, r, t in _compared(block) if r == batch_size and t == r]
     if len(times) < min_steps:
         return None
     return len(times), sum(times) + block["settle_s"]
 
 
-def block_mean(block: dict[str, Any], batch_size: int, min_steps: int) -> float | None:
+def block_mean(block: BlockRecord, batch_size: int, min_steps: int) -> float | None:
     """Mean step time of the block's comparable steps, with the block's settle time spread over them."""
     summed = block_sum(block, batch_size, min_steps)
     return summed[1] / summed[0] if summed else None
 
 
-def pair_sums(blocks: list[dict[str, Any]], batch_size: int, min_steps: int) -> list[tuple[BlockSum, BlockSum]]:
+def pair_sums(blocks: list[BlockRecord], batch_size: int, min_steps: int) -> list[tuple[BlockSum, BlockSum]]:
     """(A, B) steps and seconds of every pair whose two blocks both have enough comparable steps."""
     by_pair: dict[int, dict[str, BlockSum | None]] = {}
     for block in blocks:
@@ -85,7 +120,7 @@ def pair_sums(blocks: list[dict[str, Any]], batch_size: int, min_steps: int) -> 
     return pairs
 
 
-def pair_means(blocks: list[dict[str, Any]], batch_size: int, min_steps: int) -> list[tuple[float, float]]:
+def pair_means(blocks: list[BlockRecord], batch_size: int, min_steps: int) -> list[tuple[float, float]]:
     """(A, B) mean step time of every pair whose two blocks both have enough comparable steps."""
     return _means(pair_sums(blocks, batch_size, min_steps))
 
@@ -96,10 +131,11 @@ def _means(sums: list[tuple[BlockSum, BlockSum]]) -> list[tuple[float, float]]:
 
 def interleaved_comparison(
     bench: Workbench,
-    arm_a: dict[str, dict[str, Any]],
-    arm_b: dict[str, dict[str, Any]],
+    arm_a: StrategySet,
+    arm_b: StrategySet,
     *,
-    block_steps: int = 16,
+    block_steps: int,
+    settle: bool,
     resolution: float = 0.02,
     budget_s: float = 120.0,
     min_pairs: int = 10,
@@ -107,41 +143,51 @@ def interleaved_comparison(
     seed: int = 0,
 ) -> InterleaveResult:
     """Compare two step-switchable strategy sets inside the running engine of ``bench``; with ``target_pairs``
-    stop as soon as that many pairs are measured (a confirmation look)."""
+    stop as soon as that many pairs are measured (a confirmation look). Raises
+    :class:`~tuner.measure.StrategyNotActive` when a strategy of either arm did not run in a process where it
+    belongs (its counters did not move): no number from it."""
     session = bench.session
     bench.switch({})
-    session.control({"op": "interleave_start", "a": arm_a, "b": arm_b, "block_steps": block_steps, "seed": seed})
-    blocks: list[dict[str, Any]] = []
-    result = InterleaveResult(estimate=None)
+    session.control({"op": "reset"})  # counters from here on prove the arms ran in every process
+    start = interleave_start(arm_a, arm_b, block_steps=block_steps, seed=seed, settle=settle)
+    session.control(dict(start))
+    blocks: list[BlockRecord] = []
     started = time.perf_counter()
     try:
         while time.perf_counter() - started < budget_s:
             session.run(bench.requests, [0.0] * len(bench.requests), bench.experiment.workload.sampling)
             blocks += _drain(session.control({"op": "interleave_drain"}))
-            result = _estimate(blocks, block_steps, resolution)
-            if target_pairs is not None and len(result.pairs) >= target_pairs:
+            sums = _sums(blocks, block_steps)
+            if target_pairs is not None and len(sums) >= target_pairs:
                 break
-            if (
-                len(result.pairs) >= min_pairs
-                and result.estimate is not None
-                and is_settled(result.estimate, resolution)
-            ):
-                break
+            # The exact test costs front-end seconds that the engine waits for: only when it may stop the loop.
+            if len(sums) >= min_pairs and _may_settle(sums, resolution):
+                estimate = _estimate(blocks, block_steps, resolution).estimate
+                if estimate is not None and is_settled(estimate, resolution):
+                    break
     finally:
-        blocks += _drain(session.control({"op": "interleave_stop"}))
+        stopped = session.control({"op": "interleave_stop"})
+        blocks += _drain(stopped)
+    check_ran(stopped, {*arm_a, *arm_b})
     result = _estimate(blocks, block_steps, resolution)
     result.elapsed_s = time.perf_counter() - started
+    result.settle = settle
+    engine = [r for r in stopped if {"engine_core", "worker"} & set(r["roles"])]
+    result.gen0_collections = max((r["gc"]["collections"][0] for r in engine), default=0)
+    result.gc_share = max((r["gc"]["gc_share"] for r in engine), default=0.0)
+    result.washout = max((b["washout"] for b in blocks), default=0)
     return result
 
 
 def step_pairs(
     bench: Workbench,
-    reference: dict[str, dict[str, Any]],
-    trial: dict[str, dict[str, Any]],
+    reference: StrategySet,
+    trial: StrategySet,
     *,
     wanted: int,
     budget_s: float,
     block_steps: int,
+    settle: bool,
     seed: int,
 ) -> list[tuple[float, float, float, float]]:
     """``wanted`` fresh step-level pairs (fewer when ``budget_s`` runs out) of ``trial`` against ``reference``, each
@@ -151,6 +197,7 @@ def step_pairs(
         reference,
         trial,
         block_steps=block_steps,
+        settle=settle,
         resolution=1.0,
         budget_s=budget_s,
         min_pairs=wanted,
@@ -160,13 +207,29 @@ def step_pairs(
     return [(b[0], b[1], a[0], a[1]) for a, b in result.sums]
 
 
-def _drain(reports: list[ProcessReport]) -> list[dict[str, Any]]:
-    return [b for r in reports for b in (r.get("interleave") or {}).get("blocks", [])]
+def _drain(reports: list[ProcessReport]) -> list[BlockRecord]:
+    return [b for r in reports for b in (r.get("interleave") or {"blocks": []})["blocks"]]
 
 
-def _estimate(blocks: list[dict[str, Any]], block_steps: int, resolution: float) -> InterleaveResult:
+def _sums(blocks: list[BlockRecord], block_steps: int) -> list[tuple[BlockSum, BlockSum]]:
     size = comparable_batch_size(blocks)
-    sums = pair_sums(blocks, size, max(2, block_steps // 2)) if size else []
+    return pair_sums(blocks, size, least_comparable(block_steps)) if size else []
+
+
+def _may_settle(sums: list[tuple[BlockSum, BlockSum]], resolution: float) -> bool:
+    """A cheap look (normal approximation of the ratio of sums, with slack) before the exact test: whether the
+    CI may already be narrower than ``resolution``."""
+    if len(sums) < 6:
+        return False
+    a = np.array([(x[0], x[1], y[0], y[1]) for x, y in sums], dtype=np.float64)
+    totals = a.sum(axis=0)
+    influence = a[:, 3] / totals[3] - a[:, 2] / totals[2] - a[:, 1] / totals[1] + a[:, 0] / totals[0]
+    return bool(2 * 1.96 * float(np.sqrt(np.sum(influence**2))) < 1.25 * resolution)
+
+
+def _estimate(blocks: list[BlockRecord], block_steps: int, resolution: float) -> InterleaveResult:
+    size = comparable_batch_size(blocks)
+    sums = _sums(blocks, block_steps)
     estimate = None
     if len(sums) >= 2:
         estimate = paired_ratio_of_sums(
@@ -178,7 +241,12 @@ def _estimate(blocks: list[dict[str, Any]], block_steps: int, resolution: float)
             resolution=resolution,
         )
     return InterleaveResult(
-        estimate=estimate, pairs=_means(sums), sums=sums, steps=sum(len(b["dt"]) for b in blocks), batch_size=size
+        estimate=estimate,
+        pairs=_means(sums),
+        sums=sums,
+        steps=sum(len(b["dt"]) for b in blocks),
+        batch_size=size,
+        block_steps=block_steps,
     )
 
 

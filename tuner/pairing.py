@@ -18,7 +18,6 @@ from typing import Any
 
 from tuner.measure import Workbench
 from tuner.metrics import HIGHER_IS_BETTER, flat_metrics
-from tuner.plugin.protocol import ProcessReport
 from tuner.search_space import Objective, Pairs
 from tuner.stats import RatioEstimate, is_settled, mirrored_order, paired_ratio, paired_ratio_of_sums
 
@@ -107,19 +106,19 @@ def measure_pairs(
     return arms
 
 
-def step_interleavable(strategies: dict[str, dict[str, Any]], reports: list[ProcessReport]) -> bool:
-    """Whether in-engine interleaving sees the whole effect: every strategy switches per step and every
-    process it touches is the EngineCore process itself (a uni executor), where the steps are switched."""
+def step_interleavable(strategies: dict[str, dict[str, Any]]) -> bool:
+    """Whether a step-level comparison sees the set's effect in the engine processes: every strategy switches per
+    step (the plugin switches EngineCore and every worker before each batch, whatever the executor)."""
     from strategies import strategy_classes
 
-    if not strategies:
-        return False
-    core_pids = {r["pid"] for r in reports if "engine_core" in r["roles"]}
-    for name in strategies:
-        cls = strategy_classes()[name]
-        if not cls.step_switchable:
-            return False
-        touched = {r["pid"] for r in reports if set(r["roles"]) & {role.value for role in cls.roles}}
-        if not touched <= core_pids:
-            return False
-    return True
+    return bool(strategies) and all(strategy_classes()[name].step_switchable for name in strategies)
+
+
+def left_out_of_steps(strategies: dict[str, dict[str, Any]]) -> list[str]:
+    """What a step-level comparison of ``strategies`` does not see: each one's effect in the front-end (engine steps
+    time EngineCore and its workers; the front-end runs the reference set throughout a step-level comparison)."""
+    from strategies import Role, strategy_classes
+
+    return [
+        f"{name} in the front-end" for name in sorted(strategies) if Role.FRONTEND in strategy_classes()[name].roles
+    ]

@@ -132,7 +132,9 @@ class Search(_Strict):
         "auto", description="runs: paired repetitions; steps: in-engine interleaving; auto: steps where possible"
     )
     step_budget_s: float = Field(120, gt=0, description="time budget of one step-interleaved comparison")
-    block_steps: int = Field(16, ge=2, description="engine steps per interleaved block (a multiple of block_size)")
+    block_steps: int | None = Field(
+        None, ge=1, description="engine steps per interleaved block; default: `tuner calibrate`'s choice, else 1"
+    )
     trial_timeout_s: float | None = Field(
         None, gt=0, description="a trial running longer, once its engine is up, is killed and failed"
     )

@@ -19,6 +19,7 @@ from typing import Any
 
 import optuna
 
+from tuner.calibration import calibration_path, load_calibration
 from tuner.config import Experiment
 from tuner.confirmation import (
     SCREENING_POWER_ATTR,
@@ -31,11 +32,12 @@ from tuner.confirmation import (
 from tuner.engine import EngineError, EngineSession
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, Task, task
+from tuner.grain import Grain, grain_for
 from tuner.interleave import interleaved_comparison, step_pairs, step_ratio
 from tuner.measure import Workbench
 from tuner.metrics import STEP_LEVEL_METRICS
-from tuner.pairing import Arms, measure_pairs, step_interleavable
-from tuner.plugin.protocol import encode_spec
+from tuner.pairing import Arms, left_out_of_steps, measure_pairs, step_interleavable
+from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.search_space import (
     Pairs,
     split_key,
@@ -65,6 +67,7 @@ class Sweep:
         self.failed_starts: dict[str, str] = {}  # engine config (JSON) -> why it did not start
         self.switch_s: list[float] = []
         self.installable = sorted({split_key(k)[0] for k in self.search.space if split_key(k)[0] != "engine"})
+        self.calibration = load_calibration(calibration_path(experiment.output_dir, experiment.name))
 
     def _workbench(self, engine_overrides: dict[str, Any]) -> Workbench:
         wanted = {**self.experiment.engine, **engine_overrides}
@@ -120,15 +123,19 @@ class Sweep:
             )
             if steps:
                 progress.update(description=f"trial {trial.number}: step interleaving")
+                grain = self.grain(config.strategies)
                 arms.step_result = interleaved_comparison(
                     bench,
                     {},
                     config.strategies,
-                    block_steps=self.search.block_steps,
+                    block_steps=grain.block_steps,
+                    settle=grain.settle,
                     resolution=self.search.resolution,
                     budget_s=self.search.step_budget_s,
                     seed=self.search.seed + trial.number,
                 )
+                arms.step_result.grain = grain.why
+                arms.step_result.left_out = left_out_of_steps(config.strategies)
         except KeyboardInterrupt:
             trial.set_user_attr("failure", "interrupted")
             self.feedback.note(f"trial {trial.number} interrupted", "warning")
@@ -147,24 +154,25 @@ class Sweep:
         self.switch_s += arms.switch_s
         return self._record(trial, arms, is_baseline)
 
+    def grain(self, strategies: StrategySet) -> Grain:
+        """The block length and settle of a step-level comparison of ``strategies`` (see :mod:`tuner.grain`)."""
+        return grain_for(strategies, self.calibration, self.search.block_steps)
+
     def _use_steps(self, bench: Workbench, strategies: dict[str, dict[str, Any]]) -> bool:
         if self.search.method == "runs":
             return False
-        possible = step_interleavable(strategies, bench.session.control({"op": "report"}))
+        possible = step_interleavable(strategies)
         if self.search.method == "steps" and not possible:
-            reason = "not step-switchable, or active outside the EngineCore process"
             raise UserError.single(
                 self.experiment.name,
-                f"{sorted(strategies)} cannot be compared per step here ({reason}): use method runs or auto",
+                f"{sorted(strategies)} cannot be compared per step (a strategy is not step-switchable: "
+                "`tuner strategies list` says why): use method runs or auto",
                 "search.method",
             )
         return possible
 
     def _space_uses_steps(self, bench: Workbench) -> bool:
-        if self.search.method == "runs":
-            return False
-        reports = bench.session.control({"op": "report"})
-        return any(step_interleavable({name: {}}, reports) for name in self.installable)
+        return self.search.method != "runs" and any(step_interleavable({name: {}}) for name in self.installable)
 
     def _pair_callback(self, trial: optuna.Trial, progress: Task, *, prunable: bool) -> Callable[[int, Any], bool]:
         def on_pair(done: int, estimate: Any) -> bool:
@@ -189,7 +197,8 @@ class Sweep:
             }
         )
         if arms.step_result is not None:
-            trial.set_user_attr("step_interleave", arms.step_result.to_dict())
+            # The run-level ratios stay beside the steps': they see the front-end, which steps leave out.
+            trial.set_user_attr("step_interleave", {**arms.step_result.to_dict(), "run_level": dict(ratios)})
             if not self.aa:  # A/A keeps both methods' verdicts apart (see summarize_study)
                 # Steps stand in for throughput and mean per-token latency only; the rest keep run-level ratios.
                 ratios |= {m: step_ratio(arms.step_result, m) for m in ratios if m in STEP_LEVEL_METRICS}
@@ -235,13 +244,15 @@ class Sweep:
         metric = self.search.objectives[0].metric
         seed = self.search.seed + 7919 * (candidate.trial + 1)  # fresh pairs: not the screening's order
         if candidate.method == "steps":
+            grain = self.grain(candidate.strategies)
             return step_pairs(
                 bench,
                 {},
                 candidate.strategies,
                 wanted=wanted,
                 budget_s=left_s,
-                block_steps=self.search.block_steps,
+                block_steps=grain.block_steps,
+                settle=grain.settle,
                 seed=seed + done,
             )
         size = max(wanted, 2)

@@ -14,12 +14,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from strategies import Param
+from strategies import Param, Strategy
 from tuner import interrupts
 from tuner.cli.output import console, fail, user_errors
 from tuner.cli.progress import ConsoleFeedback
 from tuner.cli.results import register as register_result_commands
-from tuner.cli.tables import repetitions_table, telemetry_table
+from tuner.cli.tables import calibration_table, repetitions_table, telemetry_table
 
 app = typer.Typer(
     help="Benchmark and tune vLLM's host-side performance on a live engine.",
@@ -49,6 +49,32 @@ def run(
     console.print(repetitions_table(repetitions, title=f"{loaded.name}: {len(repetitions)} repetitions"))
     console.print(telemetry_table(repetitions[-1]["processes"], title="GC telemetry per process (last repetition)"))
     console.print(f"engine start {record['engine']['start_s']:.1f} s · wrote [bold]{escape(str(path))}[/bold]")
+
+
+@app.command()
+def calibrate(
+    experiment: ExperimentFile,
+    budget_s: Annotated[float, typer.Option(min=2, help="engine seconds per step-level measurement (8 of them)")] = 12,
+) -> None:
+    """Measure on this host what a comparison costs and whether it is calibrated: A/A noise per method, known
+    delays in EngineCore and the worker, the strategies active on this path. `tuner sweep` takes its grain."""
+    from tuner.calibrate import run_calibration
+    from tuner.calibration import calibration_path, cost_line, load_calibration
+    from tuner.config import load_experiment
+
+    with user_errors():
+        loaded = load_experiment(experiment)
+        directory = run_calibration(loaded, ConsoleFeedback(console), budget_s=budget_s)
+        record = load_calibration(calibration_path(loaded.output_dir, loaded.name))
+    assert record is not None  # just written
+    console.print(calibration_table(record))
+    console.print(cost_line(record))
+    missed = [r for r in record["recovery"] if not r["covered"]]
+    for r in missed:
+        console.print(
+            f"[red]warning:[/red] the known {r['side']} delay was not recovered at {r['block_steps']}-step blocks"
+        )
+    console.print(f"wrote [bold]{escape(str(directory))}[/bold] (calibration.json, report.md, precision.png)")
 
 
 @app.command()
@@ -141,10 +167,19 @@ def strategies_list() -> None:
             params = "\n".join(_describe_param(p) for p in cls.params)
             applies = "yes" if verdict.ok else f"no: {verdict.reason}"
             versions = cls.vllm_versions.replace(",", ", ") or "any"
-            switch = "per step" if cls.step_switchable else ("between runs" if cls.switchable else "restart")
+            switch = _switchable(cls)
             roles = ", ".join(sorted(r.value for r in cls.roles))
             table.add_row(name, applies, versions, cls.paths or "-", switch, roles, params or "-", cls.description)
     console.print(table)
+
+
+def _switchable(cls: type[Strategy]) -> str:
+    """When a strategy can be switched on a running engine: per step, or only between runs (and why)."""
+    if cls.step_switchable:
+        return "per step"
+    if cls.switchable:
+        return f"between runs: {cls.run_level_reason}"
+    return "restart"
 
 
 def _describe_param(param: Param) -> str:

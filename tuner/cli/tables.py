@@ -9,6 +9,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from tuner.calibration import Calibration
 from tuner.feedback import TableData
 
 
@@ -129,3 +130,22 @@ def _num(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+
+
+def calibration_table(record: Calibration) -> Table:
+    """Engine seconds per +-1% per method, the recommended grain marked, and the known-delay checks."""
+    table = Table(title=f"{record['experiment']}: what a +-1% CI costs per method ({record['topology']['executor']})")
+    for column in ("method", "pairs", "engine s", "A/A 95% CI", "engine s per ±1%"):
+        table.add_column(column)
+    for p in record["precision"]:
+        chosen = p["method"] == "steps" and p["block_steps"] == record["recommended_block_steps"]
+        label = "runs" if p["method"] == "runs" else f"steps K={p['block_steps']}" + (" ← chosen" if chosen else "")
+        ci = f"[{p['ci'][0]:.4f}, {p['ci'][1]:.4f}]" if p["ci"] else "-"
+        table.add_row(label, str(p["pairs"]), f"{p['elapsed_s']:.0f}", ci, f"{p['engine_s_per_pct']:.0f}")
+    for r in record["recovery"]:
+        ci = f"[{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]" if r["ci"] else "-"
+        verdict = "covered" if r["covered"] else "NOT covered"
+        table.add_row(
+            f"known {r['side']} delay, K={r['block_steps']}", "", "", ci, f"known {r['known']:.4f}: {verdict}"
+        )
+    return table

@@ -481,3 +481,33 @@ def _wrap(text: str, width: int) -> str:
             line = ""
         line += part
     return "\n".join([*lines, line])
+
+
+@dataclass(frozen=True)
+class PrecisionPoint:
+    """One method's A/A: engine seconds spent, and the +-CI half-width (in %) it reached."""
+
+    label: str
+    elapsed_s: float
+    half_width_pct: float
+    engine_s_per_pct: float
+
+
+def precision(path: Path, points: Sequence[PrecisionPoint], *, title: str) -> Path:
+    """Precision against engine time per method: each measured point and its 1/sqrt(time) curve, log-log."""
+    fig = _figure(7, 4.2)
+    ax = fig.subplots()
+    for color, point in zip(itertools.cycle(SERIES_COLORS), points, strict=False):
+        if not (math.isfinite(point.engine_s_per_pct) and point.engine_s_per_pct > 0):
+            continue
+        times = [point.engine_s_per_pct * f for f in (0.04, 0.1, 0.25, 1, 4, 16, 64)]
+        ax.plot(times, [(point.engine_s_per_pct / t) ** 0.5 for t in times], color=color, lw=1, alpha=0.6)
+        ax.plot([point.elapsed_s], [point.half_width_pct], "o", color=color, label=point.label)
+    ax.axhline(1.0, color="grey", ls="--", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("engine seconds")
+    ax.set_ylabel("95% CI half-width (%)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return _save(fig, path)

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import time
+import os
 from collections.abc import Callable
 from typing import Any
 
 from strategies import Param, ProcessContext, Role, Strategy
-
-DELAY_ATTRIBUTE = "_tuner_test_delay_s"
-"""Set on a ``SchedulerOutput`` by :class:`RunnerDelay`: how long the worker busy-waits before executing it."""
-
-
-def busy_wait(seconds: float) -> None:
-    """Spin for ``seconds`` (busy, so it costs CPU time like Python overhead does, not an idle sleep)."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+from strategies.known_delay import busy_wait
 
 
 def delay_scheduler_steps(delay_s: Callable[[], float], on_delay: Callable[[], None] = lambda: None) -> None:
@@ -64,41 +55,107 @@ class StepDelay(Strategy):
 
 
 class RunnerDelay(StepDelay):
-    """A host delay of known size in the model runner: EngineCore marks every scheduled step with the delay in
-    force, and the worker busy-waits that long before executing the step (in the worker process under the ``mp``
-    executor, in EngineCore under ``uni``).
+    """A host delay of known size in the model runner: the worker busy-waits before executing every step (in the
+    worker process under the ``mp`` executor, in EngineCore under ``uni``).
 
     The known-size tests use it rather than :class:`StepDelay`: a pause in EngineCore's scheduler costs more than
     its length on this 2-core host, a pause in the worker costs its length (measured with the step-interleaved
     comparison, A at 1 ms, B 2 or 4 ms longer; side cost = B - A - extra per step: scheduler -0.11 to +0.34 ms at
     2 ms and +0.44 to +0.89 ms at 4 ms; worker -0.05 and +0.07 ms at 2 ms, +0.21 ms at 4 ms; the pauses
-    themselves last their nominal length within 21 us). Switchable between steps: only EngineCore holds state
-    (its ``delay_s``, set and cleared as :class:`StepDelay`'s).
+    themselves last their nominal length within 21 us). It knows nothing about steps: the plugin puts each
+    batch's arm in force in the worker before the batch reaches ``Worker.execute_model``, where it waits.
     """
 
     name = "runner_delay"
     description = "Test strategy: the worker busy-waits a fixed time before executing every scheduled step."
+    roles = frozenset({Role.WORKER})
 
     def install(self) -> None:
-        """Patch both ends in every process: only EngineCore marks steps, only a worker executes them."""
+        if self._installed:
+            return
+        from vllm.v1.worker.gpu_worker import Worker  # CPUWorker inherits its execute_model
+
+        execute_model = Worker.execute_model
+
+        def delayed_execute_model(worker: Any, scheduler_output: Any) -> Any:
+            if self.delay_s:
+                self.count("delayed_steps")
+                busy_wait(self.delay_s)
+            return execute_model(worker, scheduler_output)
+
+        Worker.execute_model = delayed_execute_model  # type: ignore[method-assign]
+        self._installed = True
+
+
+BASE_DELAY_VAR = "TUNER_TEST_BASE_DELAY_MS"
+"""``engine_core_ms,worker_ms``: what every step of an engine started with it waits unless a speedup cuts it."""
+
+
+class _Speedup(Strategy):
+    """A known *gain*: with :data:`BASE_DELAY_VAR` set at engine start every step busy-waits that long on one side
+    of the pipeline, and the strategy cuts ``cut_ms`` of it. A sweep's baseline pays the whole wait, so the
+    strategy's throughput gain is cut / step time: what the known-gain tests expect ``tuner sweep`` to confirm."""
+
+    params = (Param("cut_ms", "float", 0.2, low=0.0, high=1000.0),)
+    switchable = True
+    step_switchable = True
+    side = 0  # the position of this side's wait in BASE_DELAY_VAR
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut_s = 0.0
+        self._installed = False
+
+    def wait(self) -> None:
+        base = os.environ.get(BASE_DELAY_VAR)
+        if base:
+            if self.cut_s:
+                self.count("cut_steps")
+            busy_wait(max(float(base.split(",")[self.side]) / 1e3 - self.cut_s, 0.0))
+
+    def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
+        self.cut_s = params["cut_ms"] / 1e3
+
+    def revert(self, ctx: ProcessContext) -> None:
+        self.cut_s = 0.0
+
+
+class EngineCoreSpeedup(_Speedup):
+    name = "engine_core_speedup"
+    description = "Test strategy: cut a known part of a base wait in every EngineCore scheduling step."
+    roles = frozenset({Role.ENGINE_CORE})
+
+    def install(self) -> None:
         if self._installed:
             return
         from vllm.v1.core.sched.scheduler import Scheduler
-        from vllm.v1.worker.worker_base import WorkerWrapperBase
 
-        schedule, execute_model = Scheduler.schedule, WorkerWrapperBase.execute_model
+        schedule = Scheduler.schedule
 
-        def marked_schedule(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
-            output = schedule(scheduler, *args, **kwargs)
-            if self.delay_s:
-                setattr(output, DELAY_ATTRIBUTE, self.delay_s)
-                self.count("marked_steps")
-            return output
+        def waited_schedule(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
+            self.wait()
+            return schedule(scheduler, *args, **kwargs)
 
-        def delayed_execute_model(worker: Any, scheduler_output: Any) -> Any:
-            busy_wait(getattr(scheduler_output, DELAY_ATTRIBUTE, 0.0))
+        Scheduler.schedule = waited_schedule  # type: ignore[method-assign]
+        self._installed = True
+
+
+class WorkerSpeedup(_Speedup):
+    name = "worker_speedup"
+    description = "Test strategy: cut a known part of a base wait before every batch a worker executes."
+    roles = frozenset({Role.WORKER})
+    side = 1
+
+    def install(self) -> None:
+        if self._installed:
+            return
+        from vllm.v1.worker.gpu_worker import Worker
+
+        execute_model = Worker.execute_model
+
+        def waited_execute_model(worker: Any, scheduler_output: Any) -> Any:
+            self.wait()
             return execute_model(worker, scheduler_output)
 
-        Scheduler.schedule = marked_schedule  # type: ignore[method-assign]
-        WorkerWrapperBase.execute_model = delayed_execute_model  # type: ignore[method-assign]
+        Worker.execute_model = waited_execute_model  # type: ignore[method-assign]
         self._installed = True

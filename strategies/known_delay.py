@@ -1,0 +1,80 @@
+"""A host delay of known size, in EngineCore and/or in the worker: the yardstick of ``tuner calibrate``.
+
+Not an optimisation: a busy-wait (it costs CPU time like Python overhead does, not an idle sleep) before every
+scheduling step in EngineCore (``Scheduler.schedule``) and before every batch a worker executes
+(``Worker.execute_model``; under the ``uni`` executor that is EngineCore's process too). A comparison that
+measures it must recover 1 + delay / step time, on the side of the pipeline where it waits: the calibration's
+check that the step-level estimate is unbiased in each engine process.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from strategies.base import Param, ProcessContext, Role, Strategy
+from strategies.requirements import TESTED_VLLM, Defined, Params
+
+
+def busy_wait(seconds: float) -> None:
+    """Spin for ``seconds``."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+class KnownDelay(Strategy):
+    name = "known_delay"
+    description = "Calibration yardstick: busy-wait a known time per step in EngineCore and/or the worker."
+    params = (
+        Param("engine_core_ms", "float", 0.0, low=0.0, high=1000.0, help="wait before each scheduling step"),
+        Param("worker_ms", "float", 0.0, low=0.0, high=1000.0, help="wait before each batch a worker executes"),
+    )
+    roles = frozenset({Role.ENGINE_CORE, Role.WORKER})
+    switchable = True
+    step_switchable = True
+    requires = (
+        Defined("v1/core/sched/scheduler.py", "Scheduler.schedule"),
+        Params("v1/worker/gpu_worker.py", "Worker.execute_model", names=("self", "scheduler_output")),
+    )
+    vllm_versions = TESTED_VLLM
+    paths = "All paths: the scheduler and the worker's execute_model are on every path (CPUWorker inherits it)."
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active = False
+        self.engine_core_s = 0.0
+        self.worker_s = 0.0
+        self._installed = False
+
+    def install(self) -> None:
+        if self._installed:
+            return
+        from vllm.v1.core.sched.scheduler import Scheduler
+        from vllm.v1.worker.gpu_worker import Worker
+
+        schedule, execute_model = Scheduler.schedule, Worker.execute_model
+
+        def delayed_schedule(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.active:
+                self.count("engine_core_steps")
+                busy_wait(self.engine_core_s)
+            return schedule(scheduler, *args, **kwargs)
+
+        def delayed_execute_model(worker: Any, scheduler_output: Any) -> Any:
+            if self.active:
+                self.count("worker_steps")
+                busy_wait(self.worker_s)
+            return execute_model(worker, scheduler_output)
+
+        Scheduler.schedule = delayed_schedule  # type: ignore[method-assign]
+        Worker.execute_model = delayed_execute_model  # type: ignore[method-assign]
+        self._installed = True
+
+    def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
+        self.active = True
+        self.engine_core_s = params["engine_core_ms"] / 1e3
+        self.worker_s = params["worker_ms"] / 1e3
+
+    def revert(self, ctx: ProcessContext) -> None:
+        self.active, self.engine_core_s, self.worker_s = False, 0.0, 0.0
