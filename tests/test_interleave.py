@@ -98,8 +98,10 @@ def step_once(interleaver: StepInterleaver, scheduler: FakeScheduler) -> Any:
 
 def test_each_batch_carries_its_blocks_arm_and_the_block_end_carries_the_settle() -> None:
     switched: list[dict[str, Any]] = []
-    interleaver = StepInterleaver(StepArms(switched.append), lambda: 0.0)
+    step_arms = StepArms(switched.append)
+    interleaver = StepInterleaver(step_arms, lambda: 0.0)
     a, b = {"known_delay": {"worker_ms": 0.0}}, {"known_delay": {"worker_ms": 1.0}}
+    step_arms.start(a, b)  # as every engine process does on interleave_start
     interleaver.start(interleave_start(a, b, block_steps=2, seed=0, settle=True), batch_queue=False)
     scheduler = FakeScheduler(8, 8)
     tags = [step_once(interleaver, scheduler) for _ in range(8)]
@@ -110,7 +112,8 @@ def test_each_batch_carries_its_blocks_arm_and_the_block_end_carries_the_settle(
     assert switched[0] == (a if arms[0] == "A" else b)  # EngineCore switched itself before the first batch
     idle = SimpleNamespace(total_num_scheduled_tokens=0)
     interleaver.around_step(SimpleNamespace(scheduler=scheduler), lambda: interleaver.tag(idle))
-    assert len(interleaver.drain()["blocks"]) == 8  # an idle poll is not a step of any block
+    blocks = interleaver.drain()["blocks"]
+    assert [len(b["dt"]) for b in blocks] == [2] * 4  # an idle poll is not a step of any block
 
 
 def test_a_worker_applies_each_batchs_arm_and_settles_after_the_block_end() -> None:

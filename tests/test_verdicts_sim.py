@@ -28,6 +28,7 @@ from tuner.verdicts import (
     power_statement,
     select_candidates,
     slo,
+    spend_budget,
 )
 
 SWEEP_DESIGN = Design(min_effect=0.02)
@@ -200,6 +201,12 @@ def test_plan_pools_the_screening_noise_and_sizes_for_min_effect() -> None:
     assert capped.pairs == 500 and capped.mde > 0.01
     nothing = plan_confirmation([ScreeningResult(0, False, _estimate(1.0, 1.1, 1.2))])
     assert nothing.candidates == () and nothing.pairs == 0
+    # The budget is spent when min_effect needs fewer pairs (a drifting host's short screening understates noise).
+    needed = plan_confirmation(screening, Design(m=3, min_effect=0.01, looks=2, max_pairs=plan.pairs * 3))
+    spent = spend_budget(needed)
+    assert needed.pairs == pairs_needed(0.15, 0.01, m=3, looks=2) and spent.pairs == plan.pairs * 3
+    assert spent.looks == (math.ceil(spent.pairs / 2), spent.pairs) and spent.mde < needed.mde
+    assert spend_budget(capped) == capped and spend_budget(nothing) == nothing  # never shrunk, nothing to grow
     decision = confirm(nothing, [], {})
     assert decision.winner is None and decision.stop and "no feasible candidate" in decision.reason
 

@@ -34,6 +34,7 @@ from tuner.verdicts import (
     plan_confirmation,
     power_statement,
     select_candidates,
+    spend_budget,
 )
 
 CONFIRMATION_ATTR = "confirmation"
@@ -146,7 +147,7 @@ def run_confirmation(
     by_number = {r["number"]: r for r in rows}
     chosen = select_candidates(screening, search.confirm.max_candidates)
     candidates = {r.trial: candidate(by_number[r.trial], metric) for r in chosen}
-    plan = plan_confirmation(screening, design_for(search, list(candidates.values())))
+    plan = spend_budget(plan_confirmation(screening, design_for(search, list(candidates.values()))))
     record: dict[str, Any] = {
         "screened": sorted(r.trial for r in screening),
         "notes": notes,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from optuna import Study
 
+from tuner.calibration import cost_line
 from tuner.config import Experiment
 from tuner.confirmation import CONFIRMATION_ATTR, run_confirmation
 from tuner.errors import StudyIncomplete
@@ -33,6 +34,10 @@ def run_sweep(
     if n_trials is not None:
         remaining = n_trials
     sweep = Sweep(experiment, study, feedback, aa=aa)
+    if sweep.calibration is not None:
+        feedback.note(f"calibration ({sweep.calibration['created']}): {cost_line(sweep.calibration)}")
+    else:
+        feedback.note("no calibration of this host: step-level blocks of one step; `tuner calibrate` measures it")
     out_dir = experiment.output_dir / experiment.name / ("sweep-aa" if aa else "sweep")
     try:
         if remaining:

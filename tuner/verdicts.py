@@ -45,6 +45,7 @@ __all__ = [
     "ranking_sd",
     "select_candidates",
     "slo",
+    "spend_budget",
     "sweep_power",
 ]
 
@@ -167,6 +168,21 @@ def plan_confirmation(screening: Sequence[ScreeningResult], design: Design = Des
     pairs = max(design.looks, min(pairs, design.max_pairs or pairs))
     looks = tuple(math.ceil(pairs * (k + 1) / design.looks) for k in range(design.looks))
     return ConfirmationPlan(candidates, log_sd, pairs, looks, design)
+
+
+def spend_budget(plan: ConfirmationPlan) -> ConfirmationPlan:
+    """``plan`` grown to the design's ``max_pairs`` (the time budget) when ``min_effect`` needs fewer.
+
+    The size ``min_effect`` needs rests on the screening's per-pair SD, and on a host whose noise drifts a short
+    window can understate it (one CPU sweep's step-level screening measured 0.049 per pair, its confirmation 0.135
+    on the same engine minutes later): sized down to it, a confirmation would be underpowered without knowing it.
+    Spending the budget the user granted keeps the power where it was promised; the group-sequential looks still
+    stop early on a decisive estimate."""
+    cap = plan.design.max_pairs
+    if not plan.candidates or cap is None or cap <= plan.pairs:
+        return plan
+    looks = tuple(math.ceil(cap * (k + 1) / plan.design.looks) for k in range(plan.design.looks))
+    return ConfirmationPlan(plan.candidates, plan.log_sd, cap, looks, plan.design)
 
 
 # ------------------------------------------------------------------------------------- checks
