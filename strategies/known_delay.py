@@ -1,8 +1,12 @@
 """A host delay of known size, in EngineCore and/or in the worker: the yardstick of ``tuner calibrate``.
 
-Not an optimisation: a busy-wait (it costs CPU time like Python overhead does, not an idle sleep) before every
-scheduling step in EngineCore (``Scheduler.schedule``) and before every batch a worker executes
-(``Worker.execute_model``; under the ``uni`` executor that is EngineCore's process too). A comparison that
+Not an optimisation: a busy-wait (it costs CPU time like Python overhead does, not an idle sleep) in EngineCore
+before it processes each batch's output (``Scheduler.update_from_output``) and before every batch a worker executes
+(``Worker.execute_model``; under the ``uni`` executor that is EngineCore's process too). Not in ``schedule``: there
+EngineCore's wait overlaps the front-end's processing of the previous step's outputs, and on a 2-core host the two
+compete, so a wait of 2 ms cost 2.1-2.3 ms by every method (run level, 16- and 1-step blocks); before
+``update_from_output`` the front-end has nothing to process and the wait costs its length (1.096 and 1.102 against
+a known 1.096 and 1.106, one-step blocks). A comparison that
 measures it must recover 1 + delay / step time, on the side of the pipeline where it waits: the calibration's
 check that the step-level estimate is unbiased in each engine process.
 """
@@ -25,20 +29,20 @@ def busy_wait(seconds: float) -> None:
 
 class KnownDelay(Strategy):
     name = "known_delay"
-    description = "Calibration yardstick: busy-wait a known time per step in EngineCore and/or the worker."
+    description = "Calibration yardstick: busy-wait a known time per batch in EngineCore and/or the worker."
     params = (
-        Param("engine_core_ms", "float", 0.0, low=0.0, high=1000.0, help="wait before each scheduling step"),
+        Param("engine_core_ms", "float", 0.0, low=0.0, high=1000.0, help="wait before each batch output is processed"),
         Param("worker_ms", "float", 0.0, low=0.0, high=1000.0, help="wait before each batch a worker executes"),
     )
     roles = frozenset({Role.ENGINE_CORE, Role.WORKER})
     switchable = True
     step_switchable = True
     requires = (
-        Defined("v1/core/sched/scheduler.py", "Scheduler.schedule"),
+        Defined("v1/core/sched/scheduler.py", "Scheduler.update_from_output"),
         Params("v1/worker/gpu_worker.py", "Worker.execute_model", names=("self", "scheduler_output")),
     )
     vllm_versions = TESTED_VLLM
-    paths = "All paths: the scheduler and the worker's execute_model are on every path (CPUWorker inherits it)."
+    paths = "All paths: the scheduler's output update and the worker's execute_model are on every path."
 
     def __init__(self) -> None:
         super().__init__()
@@ -53,13 +57,13 @@ class KnownDelay(Strategy):
         from vllm.v1.core.sched.scheduler import Scheduler
         from vllm.v1.worker.gpu_worker import Worker
 
-        schedule, execute_model = Scheduler.schedule, Worker.execute_model
+        update, execute_model = Scheduler.update_from_output, Worker.execute_model
 
-        def delayed_schedule(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
+        def delayed_update(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
             if self.active:
                 self.count("engine_core_steps")
                 busy_wait(self.engine_core_s)
-            return schedule(scheduler, *args, **kwargs)
+            return update(scheduler, *args, **kwargs)
 
         def delayed_execute_model(worker: Any, scheduler_output: Any) -> Any:
             if self.active:
@@ -67,7 +71,7 @@ class KnownDelay(Strategy):
                 busy_wait(self.worker_s)
             return execute_model(worker, scheduler_output)
 
-        Scheduler.schedule = delayed_schedule  # type: ignore[method-assign]
+        Scheduler.update_from_output = delayed_update  # type: ignore[method-assign]
         Worker.execute_model = delayed_execute_model  # type: ignore[method-assign]
         self._installed = True
 

@@ -215,7 +215,7 @@ def test_every_corpus_file_is_in_the_table_and_says_what_is_wrong() -> None:
     assert all(path.read_bytes().startswith(b"# ") for path in files.values())
 
 
-@pytest.mark.parametrize("command", ["run", "sweep"])
+@pytest.mark.parametrize("command", ["run", "sweep", "calibrate"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_corpus_file_is_refused_with_a_clear_message(name: str, command: str) -> None:
     path = CORPUS.relative_to(REPO) / name

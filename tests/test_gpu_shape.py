@@ -84,3 +84,45 @@ def test_a_strategy_that_silently_does_nothing_is_caught_by_the_activity_check(t
     assert done.returncode == 3, done.stderr[-3000:]
     assert "step_delay: active in EngineCore" in done.stderr and "counters did not move" in done.stderr
     assert not list((tmp_path / "results").rglob("run.json"))  # no number from it
+
+
+def test_calibration_in_the_gpu_topology_recovers_known_delays_on_both_sides_of_the_batch_queue(
+    tmp_path: Path,
+) -> None:
+    """``tuner calibrate`` on the CPU engine shaped as a GPU host runs it: the worker inside EngineCore and async
+    scheduling, where each engine step finishes the batch scheduled one step earlier (a washout step per block).
+    A known delay in EngineCore's scheduler and one in the worker's execute_model must each be recovered by the
+    step-level estimate (its 99.9% CI covers 1 + delay / step: a calibrated one fails 1 check in 1000, one that
+    charged a batch to the wrong arm loses 1/(K+1) of the effect or more), and the A/A at the chosen grain covers
+    1 (the grain is chosen among calibrated lengths only)."""
+    path = tmp_path / "calibrate.yaml"
+    body = {
+        "name": "gpu-shape-calibration",
+        "engine": {**TINY_ENGINE, "max_num_seqs": 16},
+        "workload": {
+            "num_prompts": 16,
+            "input_len": {"dist": "fixed", "value": 8},
+            "output_len": {"dist": "fixed", "value": 64},
+        },
+        "measure": {"warmup_prompts": 4},
+        "output_dir": str(tmp_path / "results"),
+    }
+    path.write_text(yaml.safe_dump(body))
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "calibrate", str(path), "--budget-s", "6"],
+        cwd=REPO,
+        env=GPU_SHAPE,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    directory = tmp_path / "results" / "gpu-shape-calibration" / "calibration"
+    record = json.loads((directory / "calibration.json").read_text())
+    assert record["topology"]["executor"].startswith("uni") and record["topology"]["scheduling"].startswith("async")
+    assert {(r["side"], r["covered"]) for r in record["recovery"]} == {("engine_core", True), ("worker", True)}, record
+    chosen = next(p for p in record["precision"] if p["block_steps"] == record["recommended_block_steps"])
+    assert chosen["ci"][0] <= 1.0 <= chosen["ci"][1]
+    assert record["strategies"]["gc_threshold"] == "active (counters moved)"
+    assert record["strategies"]["ndarray_outputs"].startswith("not active")  # V1 runner under async: refused
+    assert (directory / "report.md").is_file() and (directory / "precision.png").stat().st_size > 0
+    assert "engine-seconds here" in done.stdout

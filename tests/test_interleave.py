@@ -12,6 +12,7 @@ from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
 from tuner.engine import EngineSession
 from tuner.interleave import (
+    InterleaveResult,
     _estimate,
     block_mean,
     comparable_batch_size,
@@ -22,7 +23,7 @@ from tuner.interleave import (
 from tuner.measure import Workbench
 from tuner.plugin.protocol import STEP_TAG_ATTRIBUTE, Arm, BlockRecord, StepTag, StrategySet, interleave_start
 from tuner.plugin.step_interleaver import StepArms, StepInterleaver
-from tuner.stats import paired_ratio, paired_ratio_of_sums
+from tuner.stats import paired_ratio_of_sums
 
 
 def block(
@@ -171,41 +172,40 @@ batch (its counters prove it), nothing else changes. The A/A of the pipeline's b
 
 
 @pytest.fixture(scope="module")
-def aa_pairs(bench: Workbench) -> list[tuple[float, float]]:
+def aa(bench: Workbench) -> InterleaveResult:
     """One long A/A interleave at one-step blocks (the default grain) with both engine processes switching, reused
-    by the A/A tests. 45 s: 500-800 pairs here, so >= 80 comparisons of 6 pairs."""
+    by the A/A tests. 45 s: 500-2000 pairs here, so >= 80 comparisons of 6 pairs."""
     result = interleaved_comparison(
         bench, {}, SWITCH_ONLY, block_steps=1, settle=False, budget_s=45, resolution=1e-6, min_pairs=10_000, seed=1
     )
-    print(f"A/A: {len(result.pairs)} pairs")
-    assert len(result.pairs) >= AA_COMPARISONS * AA_PAIRS_PER_COMPARISON, result.to_dict()
-    return result.pairs
+    print(f"A/A: {len(result.sums)} pairs")
+    assert len(result.sums) >= AA_COMPARISONS * AA_PAIRS_PER_COMPARISON, result.to_dict()
+    return result
 
 
 @pytest.mark.engine
-def test_identical_arms_estimate_zero_effect(aa_pairs: list[tuple[float, float]]) -> None:
-    """The identical arm's CI contains 0% and is not blown wide. A 99% CI: a calibrated 95% one misses 0% in 1 run
-    of 20. The width bound (+-5%, twice the widest seen from host noise) catches a broken measurement."""
-    estimate = paired_ratio(
-        [b for _, b in aa_pairs], [a for a, _ in aa_pairs], higher_is_better=False, statistic="geomean", confidence=0.99
-    )
+def test_switching_every_engine_process_every_step_costs_little(aa: InterleaveResult) -> None:
+    """The arms differ only in a zero-length known delay, switched in EngineCore and the worker before every batch:
+    the step-time ratio's 99.9% CI lies within +-2% (a switch that cost a measurable share of a step, or a broken
+    attribution, fails it). Measured here: +0.33% [-0.45%, +1.09%] and +0.51% [+0.16%, +0.90%] (99%) over ~1900
+    pairs: switching every step is not free on this host, and the calibration's A/A at each block length
+    (`tuner calibrate`) is what keeps a block length whose switching shows."""
+    estimate = aa.estimate_at(0.999)
+    assert estimate is not None
     print(f"A/A over {estimate.n} pairs: {estimate.ratio:.4f} [{estimate.ci_low:.4f}, {estimate.ci_high:.4f}]")
-    assert estimate.ci_low <= 1.0 <= estimate.ci_high, estimate
-    assert estimate.ci_low >= 0.95 and estimate.ci_high <= 1.05, estimate
+    assert estimate.ci_low >= 0.98 and estimate.ci_high <= 1.02, estimate
 
 
 @pytest.mark.engine
-def test_aa_false_positive_rate_is_nominal(aa_pairs: list[tuple[float, float]]) -> None:
-    """Split the A/A pairs into >= 20 independent comparisons: their share of "different" verdicts must be
-    consistent with at most 5%. A one-sided binomial test at 0.5% (a calibrated analysis fails it < 1 run in 200);
-    "at most 1 of 20" would fail 26% of runs of a perfectly calibrated one."""
+def test_aa_false_positive_rate_is_nominal(aa: InterleaveResult) -> None:
+    """Split the A/A pairs into >= 20 independent comparisons of the tool's own statistic (ratio of sums, sign-flip
+    test at 95%): their share of "different" verdicts must be consistent with at most 5%. A one-sided binomial
+    test at 0.5% (a calibrated analysis fails it < 1 run in 200); "at most 1 of 20" would fail 26% of runs of a
+    perfectly calibrated one."""
     size = AA_PAIRS_PER_COMPARISON
-    chunks = [aa_pairs[i : i + size] for i in range(0, len(aa_pairs) - size + 1, size)]
-    verdicts = [
-        paired_ratio([b for _, b in c], [a for a, _ in c], higher_is_better=False, statistic="geomean", seed=i).verdict
-        for i, c in enumerate(chunks)
-    ]
-    different = sum(v in ("better", "worse") for v in verdicts)
+    chunks = [aa.sums[i : i + size] for i in range(0, len(aa.sums) - size + 1, size)]
+    estimates = [InterleaveResult(estimate=None, sums=chunk).estimate_at(0.95) for chunk in chunks]
+    different = sum(e is not None and e.verdict in ("better", "worse") for e in estimates)
     p_value = binomtest(different, len(chunks), 0.05, alternative="greater").pvalue
     print(f"A/A: {different} of {len(chunks)} comparisons called different")
     assert len(chunks) >= AA_COMPARISONS
@@ -229,13 +229,14 @@ def assert_covers(pairs: list[tuple[float, float, float, float]], known: float, 
 @pytest.mark.engine
 @pytest.mark.parametrize("side", ["worker", "engine_core"])
 def test_a_known_host_delay_is_measured_with_its_size_on_each_side(
-    bench: Workbench, aa_pairs: list[tuple[float, float]], side: str
+    bench: Workbench, aa: InterleaveResult, side: str
 ) -> None:
-    """B busy-waits 10% of a median step longer than A, in the worker process (mp executor) or in EngineCore's
-    scheduler, at one-step blocks: B's steps are A's plus that, so the CI of the step-time ratio covers
-    1 + extra / A's mean step. The worker's wait proves each batch carried its arm to the other process (a batch
-    of the wrong arm halves the effect at one-step blocks); a lost, halved or doubled delay fails it."""
-    step_s = sorted(a for a, _ in aa_pairs)[len(aa_pairs) // 2]
+    """B busy-waits 10% of a mean step longer than A, in the worker process (mp executor) or in EngineCore before
+    it processes the batch's output, at one-step blocks: B's steps are A's plus that, so the CI of the step-time
+    ratio covers 1 + extra / A's mean step. The worker's wait proves each batch carried its arm to the other
+    process (a batch of the wrong arm halves the effect at one-step blocks); a lost, halved or doubled delay fails
+    it."""
+    step_s = aa.mean_step_s["A"] or 0.02
     extra_s = 0.10 * step_s
     arms = {"known_delay": {f"{side}_ms": 1.0}}, {"known_delay": {f"{side}_ms": 1.0 + extra_s * 1e3}}
     result = interleaved_comparison(

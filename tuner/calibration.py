@@ -45,7 +45,8 @@ class Recovery(TypedDict):
     block_steps: int
     known: float  # 1 + delay / the delayed arm's mean comparable step time (the step-time ratio)
     ratio: float | None
-    ci: tuple[float, float] | None
+    ci: tuple[float, float] | None  # 95%
+    ci_strict: tuple[float, float] | None  # 99.9%: what ``covered`` is judged on
     covered: bool
 
 

@@ -44,6 +44,10 @@ class InterleaveResult:
     grain: str = ""  # why this block length and settle (see tuner.grain)
     left_out: list[str] = field(default_factory=list)  # what the engine's steps do not see (front-end parts)
 
+    def estimate_at(self, confidence: float) -> RatioEstimate | None:
+        """The same step-time ratio of sums at another confidence (None below two pairs)."""
+        return _ratio(self.sums, resolution=None, confidence=confidence) if len(self.sums) >= 2 else None
+
     @property
     def mean_step_s(self) -> dict[str, float | None]:
         """Each arm's mean comparable step time (A: the reference, B: the trial)."""
@@ -227,19 +231,25 @@ def _may_settle(sums: list[tuple[BlockSum, BlockSum]], resolution: float) -> boo
     return bool(2 * 1.96 * float(np.sqrt(np.sum(influence**2))) < 1.25 * resolution)
 
 
+def _ratio(
+    sums: list[tuple[BlockSum, BlockSum]], *, resolution: float | None, confidence: float = 0.95
+) -> RatioEstimate:
+    """B's mean step time over A's (ratio of sums), with the paired sign-flip test and its inverted CI."""
+    return paired_ratio_of_sums(
+        [b[0] for _, b in sums],
+        [b[1] for _, b in sums],
+        [a[0] for a, _ in sums],
+        [a[1] for a, _ in sums],
+        higher_is_better=False,
+        resolution=resolution,
+        confidence=confidence,
+    )
+
+
 def _estimate(blocks: list[BlockRecord], block_steps: int, resolution: float) -> InterleaveResult:
     size = comparable_batch_size(blocks)
     sums = _sums(blocks, block_steps)
-    estimate = None
-    if len(sums) >= 2:
-        estimate = paired_ratio_of_sums(
-            [p[1][0] for p in sums],
-            [p[1][1] for p in sums],
-            [p[0][0] for p in sums],
-            [p[0][1] for p in sums],
-            higher_is_better=False,
-            resolution=resolution,
-        )
+    estimate = _ratio(sums, resolution=resolution) if len(sums) >= 2 else None
     return InterleaveResult(
         estimate=estimate,
         pairs=_means(sums),

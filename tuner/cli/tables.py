@@ -144,7 +144,7 @@ def calibration_table(record: Calibration) -> Table:
         table.add_row(label, str(p["pairs"]), f"{p['elapsed_s']:.0f}", ci, f"{p['engine_s_per_pct']:.0f}")
     for r in record["recovery"]:
         ci = f"[{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]" if r["ci"] else "-"
-        verdict = "covered" if r["covered"] else "NOT covered"
+        verdict = "covered (99.9% CI)" if r["covered"] else "NOT covered (99.9% CI)"
         table.add_row(
             f"known {r['side']} delay, K={r['block_steps']}", "", "", ci, f"known {r['known']:.4f}: {verdict}"
         )

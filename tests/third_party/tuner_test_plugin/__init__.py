@@ -122,21 +122,22 @@ class _Speedup(Strategy):
 
 class EngineCoreSpeedup(_Speedup):
     name = "engine_core_speedup"
-    description = "Test strategy: cut a known part of a base wait in every EngineCore scheduling step."
+    description = "Test strategy: cut a known part of a base wait before EngineCore processes each batch's output."
     roles = frozenset({Role.ENGINE_CORE})
 
     def install(self) -> None:
+        """Where :class:`strategies.known_delay.KnownDelay` waits in EngineCore: a wait there costs its length."""
         if self._installed:
             return
         from vllm.v1.core.sched.scheduler import Scheduler
 
-        schedule = Scheduler.schedule
+        update = Scheduler.update_from_output
 
-        def waited_schedule(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
+        def waited_update(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
             self.wait()
-            return schedule(scheduler, *args, **kwargs)
+            return update(scheduler, *args, **kwargs)
 
-        Scheduler.schedule = waited_schedule  # type: ignore[method-assign]
+        Scheduler.update_from_output = waited_update  # type: ignore[method-assign]
         self._installed = True
 
 

@@ -1,0 +1,95 @@
+"""The calibration record and the grain chosen from it (no engine: records built by hand)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tuner.calibration import (
+    CALIBRATION_SCHEMA,
+    Calibration,
+    cost_line,
+    engine_s_per_pct,
+    load_calibration,
+    save_calibration,
+)
+from tuner.errors import UserError
+from tuner.grain import DEFAULT_BLOCK_STEPS, GC_BLOCK_STEPS, grain_for
+
+
+def record(recommended: int = 2, steps_per_gen0: float | None = 50.0) -> Calibration:
+    return {
+        "schema": CALIBRATION_SCHEMA,
+        "experiment": "x",
+        "created": "2026-11-25T00:00:00+00:00",
+        "vllm": "0.32.0",
+        "topology": {"executor": "mp (worker processes)", "scheduling": "sync", "processes": ""},
+        "precision": [
+            {
+                "method": "runs",
+                "block_steps": None,
+                "pairs": 6,
+                "elapsed_s": 15.0,
+                "log_sd": 0.05,
+                "ratio": 1.0,
+                "ci": (0.9, 1.1),
+                "engine_s_per_pct": 400.0,
+            },
+            {
+                "method": "steps",
+                "block_steps": 2,
+                "pairs": 170,
+                "elapsed_s": 15.0,
+                "log_sd": 0.1,
+                "ratio": 1.0,
+                "ci": (0.99, 1.01),
+                "engine_s_per_pct": 10.0,
+            },
+        ],
+        "recommended_block_steps": recommended,
+        "recovery": [],
+        "gc": {"steps": 700, "gen0_collections": 14, "steps_per_gen0": steps_per_gen0, "gc_share": 1e-4},
+        "strategies": {},
+        "elapsed_s": 130.0,
+    }
+
+
+def test_engine_seconds_per_percent_is_time_per_pair_times_pairs_for_a_one_percent_ci() -> None:
+    # 0.1 per-pair log SD: (1.96 * 0.1 / log 1.01)^2 = 388.3 pairs for +-1%, at 0.05 s each.
+    assert engine_s_per_pct(0.05, 0.1) == pytest.approx(0.05 * (1.96 * 0.1 / math.log(1.01)) ** 2)
+    assert engine_s_per_pct(0.05, 0.2) == pytest.approx(4 * engine_s_per_pct(0.05, 0.1))  # noise doubled: 4x time
+    assert engine_s_per_pct(0.05, math.inf) == math.inf and engine_s_per_pct(0.0, 0.1) == math.inf
+
+
+def test_the_record_round_trips_and_another_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.json"
+    assert load_calibration(path) is None  # none yet: the sweep uses the default grain
+    save_calibration(path, record())
+    assert load_calibration(path) == json.loads(json.dumps(record()))
+    path.write_text(json.dumps({**record(), "schema": "tuner.calibration/0"}))
+    with pytest.raises(UserError, match="run `tuner calibrate` again"):
+        load_calibration(path)
+    path.write_text("{not json")
+    with pytest.raises(UserError, match="not a readable calibration"):
+        load_calibration(path)
+
+
+def test_the_cost_line_says_what_one_percent_costs_against_run_level_pairs() -> None:
+    line = cost_line(record())
+    assert "~10 engine-seconds here at 2-step blocks" in line and "~400 s (40x)" in line
+
+
+def test_the_grain_follows_the_calibration_and_paces_gc_strategies_in_settled_blocks_of_cycles() -> None:
+    plain = {"shared_empty_kv_blocks": {"enabled": False}}
+    assert (grain_for(plain, None).block_steps, grain_for(plain, None).settle) == (DEFAULT_BLOCK_STEPS, False)
+    assert grain_for(plain, record(recommended=4)).block_steps == 4
+    assert grain_for(plain, record(recommended=4), block_steps=8).block_steps == 8  # the experiment decides
+    gc = {"gc_threshold": {"gen0_per_seq": 64}}
+    paced = grain_for(gc, record(steps_per_gen0=50.0))
+    assert paced.settle and paced.block_steps == 512 and "paces the collector" in paced.why  # 8 x 50 -> 2^9
+    assert grain_for(gc, record(steps_per_gen0=3.0)).block_steps == 32  # 8 x 3 = 24 -> 32
+    assert grain_for(gc, None).block_steps == GC_BLOCK_STEPS[0]  # no GC rate measured: the lower end
+    assert grain_for({**gc, **plain}, record(recommended=1, steps_per_gen0=None)).settle  # one pacing strategy
