@@ -32,6 +32,15 @@ TINY_ENGINE = {
 }
 
 
+def fixed_workload(num_prompts: int, output_len: int, input_len: int = 8) -> dict[str, object]:
+    """An offline workload of equal requests: every batch decodes at one batch size (step-level comparisons)."""
+    return {
+        "num_prompts": num_prompts,
+        "input_len": {"dist": "fixed", "value": input_len},
+        "output_len": {"dist": "fixed", "value": output_len},
+    }
+
+
 def is_engine_core(process: psutil.Process) -> bool:
     """Whether ``process`` is a vLLM EngineCore (it renames itself; a name may be cut to 15 characters)."""
     try:

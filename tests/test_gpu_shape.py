@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import TINY_ENGINE
+from tests.conftest import TINY_ENGINE, fixed_workload
 
 pytestmark = pytest.mark.engine
 
@@ -99,11 +99,7 @@ def test_calibration_in_the_gpu_topology_recovers_known_delays_on_both_sides_of_
     body = {
         "name": "gpu-shape-calibration",
         "engine": {**TINY_ENGINE, "max_num_seqs": 16},
-        "workload": {
-            "num_prompts": 16,
-            "input_len": {"dist": "fixed", "value": 8},
-            "output_len": {"dist": "fixed", "value": 64},
-        },
+        "workload": fixed_workload(16, 64),
         "measure": {"warmup_prompts": 4},
         "output_dir": str(tmp_path / "results"),
     }

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import TINY_ENGINE
+from tests.conftest import TINY_ENGINE, fixed_workload
 from tuner.stats import paired_ratio_of_sums
 
 pytestmark = pytest.mark.engine
@@ -39,11 +39,7 @@ def test_a_known_one_percent_gain_is_confirmed_within_60_s(tmp_path: Path, side:
     experiment = {
         "name": "gain",
         "engine": {**TINY_ENGINE, "max_num_seqs": 32},
-        "workload": {
-            "num_prompts": 32,
-            "input_len": {"dist": "fixed", "value": 8},
-            "output_len": {"dist": "fixed", "value": 48},
-        },
+        "workload": fixed_workload(32, 48),
         "measure": {"warmup_prompts": 4},
         "search": {
             "space": {name: [False, True], f"{name}.cut_ms": [CUT_MS]},

@@ -122,7 +122,14 @@ def async_output(cls: Any) -> Any:
     output.model_runner_output = SimpleNamespace(
         req_ids=list(REQ_IDS), req_id_to_index={r: i for i, r in enumerate(REQ_IDS)}, sampled_token_ids=None
     )
-    for empty in ("num_nans", "logprobs_tensors", "sampling_mask_tensors", "pending_aux_output", "_has_fault"):
+    for empty in (
+        "num_nans",
+        "logprobs_tensors",
+        "sampling_mask_tensors",
+        "pending_aux_output",
+        "_has_fault",
+        "routed_experts_cpu",  # 0.28-0.30
+    ):
         setattr(output, empty, None)
     output.prompt_logprobs_dict, output.prompt_token_id_logprobs_dict = {}, {}
     return output
@@ -270,6 +277,28 @@ def test_counters_prove_each_setting_ran_and_nothing_counts_when_not_applied(v2_
     idle = strategy_with(None)  # installed, never applied (or reverted): vLLM's path, uncounted
     assert patched_step(idle, v2_output)["outputs"] == EXPECTED
     assert idle.counters == {}
+
+
+@pytest.mark.parametrize("sampled_enabled", [True, False])
+def test_v2_each_batch_keeps_the_form_in_force_when_it_was_sampled(v2_output: Any, sampled_enabled: bool) -> None:
+    """Per step: V2 builds the rows in ``get_output`` a step after sampling, when the next batch (possibly of the
+    other arm) has already switched the worker. Each ``AsyncOutput`` is marked at creation; the scheduler takes
+    either form whatever its own arm is."""
+    strategy = strategy_with(sampled_enabled)
+    output = async_output(v2_output)
+    strategy.wrap_async_output_init(lambda _: None)(output)  # created while its batch was sampled
+    strategy.enabled = not sampled_enabled  # the other arm is in force by the time its output is read
+    handed = strategy.wrap_get_output(v2_output.get_output)(output).sampled_token_ids
+    assert (type(handed) is SampledRows) is sampled_enabled
+    native = step(v2_output.get_output, Scheduler.update_from_output, v2_output)
+    scheduler = Scheduler()
+    encoded = strategy.wrap_update_from_output(Scheduler.update_from_output)(
+        scheduler,
+        SCHEDULER_OUTPUT,
+        SimpleNamespace(**{**vars(output.model_runner_output), "sampled_token_ids": handed}),
+    )
+    outputs = [msgspec.structs.astuple(o) for o in msgspec.msgpack.decode(encoded, type=list[EngineCoreOutput])]
+    assert outputs == native["outputs"]  # the same tokens reach the front-end in either form
 
 
 def test_rows_cross_a_process_boundary_as_arrays() -> None:

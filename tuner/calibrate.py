@@ -124,10 +124,21 @@ def _runs(bench: Workbench, feedback: Feedback) -> Precision:
 
 
 def _aa(bench: Workbench, block_steps: int, budget_s: float) -> InterleaveResult:
+    return _compare(bench, {}, SWITCH_ONLY, block_steps, budget_s, seed=block_steps)
+
+
+def _compare(
+    bench: Workbench, a: StrategySet, b: StrategySet, block_steps: int, budget_s: float, seed: int
+) -> InterleaveResult:
+    """All of ``budget_s`` spent on one step-level comparison (no settle: see :mod:`tuner.grain`)."""
     return interleaved_comparison(
-        bench, {}, SWITCH_ONLY, block_steps=block_steps, settle=False, resolution=1e-9, budget_s=budget_s,
-        min_pairs=10**9, seed=block_steps,
+        bench, a, b, block_steps=block_steps, settle=False, resolution=1e-9, budget_s=budget_s, min_pairs=10**9,
+        seed=seed,
     )  # fmt: skip
+
+
+def _interval(estimate: RatioEstimate | None) -> tuple[float, float] | None:
+    return (estimate.ci_low, estimate.ci_high) if estimate is not None else None
 
 
 def _precision(result: InterleaveResult, method: Any, block_steps: int) -> Precision:
@@ -145,7 +156,7 @@ def _precision_of(
         "elapsed_s": elapsed_s,
         "log_sd": log_sd,
         "ratio": estimate.ratio if estimate is not None else None,
-        "ci": (estimate.ci_low, estimate.ci_high) if estimate is not None else None,
+        "ci": _interval(estimate),
         "engine_s_per_pct": engine_s_per_pct(elapsed_s / max(pairs, 1), log_sd),
     }
 
@@ -170,12 +181,9 @@ def _recover(bench: Workbench, side: Side, delay_s: float, block_steps: int, bud
     """A known delay on ``side``, compared with the zero-delay yardstick: the CI must cover its known size."""
     delay_ms = delay_s * 1e3
     delayed = {YARDSTICK: {f"{side}_ms": delay_ms}}
-    result = interleaved_comparison(
-        bench, SWITCH_ONLY, delayed, block_steps=block_steps, settle=False, resolution=1e-9, budget_s=budget_s,
-        min_pairs=10**9, seed=100 + block_steps,
-    )  # fmt: skip
-    reference_steps = sum(a[0] for a, _ in result.sums)
-    known = 1 + delay_s * reference_steps / sum(a[1] for a, _ in result.sums) if reference_steps else math.nan
+    result = _compare(bench, SWITCH_ONLY, delayed, block_steps, budget_s, seed=100 + block_steps)
+    reference_step_s = result.mean_step_s["A"]
+    known = 1 + delay_s / reference_step_s if reference_step_s else math.nan
     estimate = result.estimate
     strict = result.estimate_at(STRICT) if len(result.sums) >= 11 else None  # fewer cannot reach p < 0.001
     return {
@@ -184,8 +192,8 @@ def _recover(bench: Workbench, side: Side, delay_s: float, block_steps: int, bud
         "block_steps": block_steps,
         "known": known,
         "ratio": estimate.ratio if estimate is not None else None,
-        "ci": (estimate.ci_low, estimate.ci_high) if estimate is not None else None,
-        "ci_strict": (strict.ci_low, strict.ci_high) if strict is not None else None,
+        "ci": _interval(estimate),
+        "ci_strict": _interval(strict),
         "covered": strict is not None and strict.ci_low <= known <= strict.ci_high,
     }
 
