@@ -122,7 +122,7 @@ def test_perf_workflow_tracks_benchmarks_noise_aware() -> None:
     scripts = "\n".join(str(s.get("run", "")) for s in all_steps)
     assert "pip install -q -e '.[gpu]'" in scripts
     calls = [" ".join(c[:1]) for c in tuner_calls(workflow)]
-    assert calls[:2] == ["sweep", "report"] and "export" in calls
+    assert calls[:3] == ["calibrate", "sweep", "report"] and "export" in calls  # the sweep takes the grain
 
     upload = [s for s in all_steps if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
     assert len(upload) == 1 and upload[0]["uses"].endswith("@v4") and upload[0]["with"]["path"] == "results/"
