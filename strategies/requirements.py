@@ -216,6 +216,52 @@ class AssignedIn(Defined):
         return f"{self.symbol} at {_where(self.path, node)} does not assign self.{self.attribute}"
 
 
+# What would stop an instance from taking a new attribute, or pickle from carrying it.
+_INSTANCE_DICT_OVERRIDES = ("__slots__", "__setattr__", "__getstate__", "__reduce__", "__reduce_ex__")
+
+
+@dataclass(frozen=True)
+class OpenDataclass(Defined):
+    """The class ``symbol`` is decorated only by ``@dataclass``, with neither ``slots`` nor ``frozen`` set, and has
+    no bases and none of :data:`_INSTANCE_DICT_OVERRIDES` in its own body: ``setattr`` on an instance adds to its
+    ``__dict__``, and pickle carries it. (A Snippet cannot check this: a class's source starts after its decorators.)
+    """
+
+    def check(self, vllm_root: Path) -> str | None:
+        found = _locate(vllm_root, self.path, self.symbol)
+        if isinstance(found, str):
+            return found
+        node = found[0]
+        where = f"{self.symbol} at {_where(self.path, node)}"
+        if not isinstance(node, ast.ClassDef):
+            return f"{where} is not a class"
+        decorators = [ast.unparse(d) for d in node.decorator_list]
+        dataclass_call = len(node.decorator_list) == 1 and _is_dataclass(node.decorator_list[0])
+        if not dataclass_call:
+            return f"{where} is decorated {decorators or 'by nothing'}, expected only @dataclass"
+        decorator = node.decorator_list[0]
+        for keyword in decorator.keywords if isinstance(decorator, ast.Call) else []:
+            if keyword.arg in ("slots", "frozen") and not _is_false(keyword.value):
+                return f"{where} is decorated @{decorators[0]}: its instances cannot take a new attribute"
+        if node.bases or node.keywords:
+            return f"{where} has bases ({', '.join(ast.unparse(b) for b in [*node.bases, *node.keywords])})"
+        for name in _INSTANCE_DICT_OVERRIDES:
+            if not isinstance(_locate(vllm_root, self.path, f"{self.symbol}.{name}"), str):
+                return f"{where} defines {name}"
+        return None
+
+
+def _is_dataclass(decorator: ast.expr) -> bool:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return (isinstance(target, ast.Name) and target.id == "dataclass") or (
+        isinstance(target, ast.Attribute) and target.attr == "dataclass"
+    )
+
+
+def _is_false(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and value.value is False
+
+
 def _scoped(node: ast.AST, scope: str = "") -> Iterator[tuple[str, ast.AST]]:
     """Every node under ``node`` with the dotted name of the class or function enclosing it ("" at module level)."""
     for child in ast.iter_child_nodes(node):

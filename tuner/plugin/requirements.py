@@ -6,64 +6,23 @@ matrix (``tests/test_vllm_compat.py`` checks them on each unpacked wheel).
 
 from __future__ import annotations
 
-import ast
-from dataclasses import dataclass
-from pathlib import Path
-
 from strategies import wait_points
-from strategies.requirements import Absent, AssignedIn, Defined, Order, Params, Requirement, Snippet, _locate, _where
+from strategies.requirements import (
+    Absent,
+    AssignedIn,
+    Defined,
+    OpenDataclass,
+    Order,
+    Params,
+    Requirement,
+    Snippet,
+)
 
 _CORE = "v1/engine/core.py"
 _WORKER_BASE = "v1/worker/worker_base.py"
 _GPU_WORKER = "v1/worker/gpu_worker.py"
 _SCHEDULER = "v1/core/sched/scheduler.py"
 _MP = "v1/executor/multiproc_executor.py"
-
-# What would stop an instance from taking a new attribute, or pickle from carrying it.
-_INSTANCE_DICT_OVERRIDES = ("__slots__", "__setattr__", "__getstate__", "__reduce__", "__reduce_ex__")
-
-
-@dataclass(frozen=True)
-class OpenDataclass(Defined):
-    """The class ``symbol`` is decorated only by ``@dataclass``, with neither ``slots`` nor ``frozen`` set, and has
-    no bases and none of :data:`_INSTANCE_DICT_OVERRIDES` in its own body: ``setattr`` on an instance adds to its
-    ``__dict__``, and pickle carries it. (A Snippet cannot check this: a class's source starts after its decorators.)
-    """
-
-    def check(self, vllm_root: Path) -> str | None:
-        found = _locate(vllm_root, self.path, self.symbol)
-        if isinstance(found, str):
-            return found
-        node = found[0]
-        where = f"{self.symbol} at {_where(self.path, node)}"
-        if not isinstance(node, ast.ClassDef):
-            return f"{where} is not a class"
-        decorators = [ast.unparse(d) for d in node.decorator_list]
-        dataclass_call = len(node.decorator_list) == 1 and _is_dataclass(node.decorator_list[0])
-        if not dataclass_call:
-            return f"{where} is decorated {decorators or 'by nothing'}, expected only @dataclass"
-        decorator = node.decorator_list[0]
-        for keyword in decorator.keywords if isinstance(decorator, ast.Call) else []:
-            if keyword.arg in ("slots", "frozen") and not _is_false(keyword.value):
-                return f"{where} is decorated @{decorators[0]}: its instances cannot take a new attribute"
-        if node.bases or node.keywords:
-            return f"{where} has bases ({', '.join(ast.unparse(b) for b in [*node.bases, *node.keywords])})"
-        for name in _INSTANCE_DICT_OVERRIDES:
-            if not isinstance(_locate(vllm_root, self.path, f"{self.symbol}.{name}"), str):
-                return f"{where} defines {name}"
-        return None
-
-
-def _is_dataclass(decorator: ast.expr) -> bool:
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    return (isinstance(target, ast.Name) and target.id == "dataclass") or (
-        isinstance(target, ast.Attribute) and target.attr == "dataclass"
-    )
-
-
-def _is_false(value: ast.expr) -> bool:
-    return isinstance(value, ast.Constant) and value.value is False
-
 
 REQUIRES: tuple[Requirement, ...] = (
     # Delivery: the `vllm.general_plugins` entry points are loaded in process 0, EngineCore and every worker.
