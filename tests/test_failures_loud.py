@@ -46,7 +46,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
 # ----------------------------------------------------------------------------------------------- quickstart
 
 
-def _fake_quickstart(tmp_path: Path, sweep_status: int) -> tuple[Path, Path]:
+def _fake_quickstart(tmp_path: Path, sweep_status: int, calibrate_status: int = 0) -> tuple[Path, Path]:
     """The real quickstart script beside a no-op setup and a fake `tuner` that logs its calls and prints a long
     help (the old guard piped it into `grep -q`, which closes the pipe early: tuner died of SIGPIPE)."""
     (tmp_path / "scripts").mkdir()
@@ -61,6 +61,7 @@ def _fake_quickstart(tmp_path: Path, sweep_status: int) -> tuple[Path, Path]:
         #!/usr/bin/env bash
         echo "$*" >> {calls}
         if [ "$1" = "--help" ]; then for i in $(seq 20000); do echo " report  write a report $i"; done; fi
+        if [ "$1" = "calibrate" ]; then exit {calibrate_status}; fi
         if [ "$1" = "sweep" ]; then exit {sweep_status}; fi
         exit 0
         """)
@@ -69,14 +70,20 @@ def _fake_quickstart(tmp_path: Path, sweep_status: int) -> tuple[Path, Path]:
     return script, calls
 
 
-@pytest.mark.parametrize("sweep_status", [0, 5])
-def test_quickstart_always_writes_its_report_and_keeps_the_sweep_status(tmp_path: Path, sweep_status: int) -> None:
-    script, calls = _fake_quickstart(tmp_path, sweep_status)
+@pytest.mark.parametrize(("calibrate_status", "sweep_status", "expected"), [(0, 0, 0), (0, 5, 5), (4, 0, 4), (4, 5, 5)])
+def test_quickstart_calibrates_sweeps_and_always_reports_keeping_the_worst_status(
+    tmp_path: Path, calibrate_status: int, sweep_status: int, expected: int
+) -> None:
+    """A failed calibration is said and kept in the exit status, but the sweep still runs (at its default block
+    length) and the report is always written; the sweep's failure wins."""
+    script, calls = _fake_quickstart(tmp_path, sweep_status, calibrate_status)
     done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == sweep_status, done.stderr
+    assert done.returncode == expected, done.stderr
     logged = calls.read_text().splitlines()
-    assert logged[0].startswith("sweep experiments/quickstart.yaml")
+    assert logged[0].startswith("calibrate experiments/quickstart.yaml")
+    assert logged[1].startswith("sweep experiments/quickstart.yaml")
     assert "report results/quickstart" in logged
+    assert ("the calibration failed" in done.stderr) is bool(calibrate_status)
 
 
 # ------------------------------------------------------------------------------------- a sweep that failed
