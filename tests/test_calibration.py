@@ -89,7 +89,8 @@ def test_the_grain_follows_the_calibration_and_paces_gc_strategies_in_settled_bl
     assert grain_for(plain, record(recommended=4), block_steps=8).block_steps == 8  # the experiment decides
     gc = {"gc_threshold": {"gen0_per_seq": 64}}
     paced = grain_for(gc, record(steps_per_gen0=50.0))
-    assert paced.settle and paced.block_steps == 512 and "paces the collector" in paced.why  # 8 x 50 -> 2^9
+    assert paced.settle and paced.block_steps == 64 and "paces the collector" in paced.why  # 8 x 50, capped
+    assert "1.3 gen0 cycles of 50 steps" in paced.why  # the cap says what it costs
     assert grain_for(gc, record(steps_per_gen0=3.0)).block_steps == 32  # 8 x 3 = 24 -> 32
     assert grain_for(gc, None).block_steps == GC_BLOCK_STEPS[0]  # no GC rate measured: the lower end
     assert grain_for({**gc, **plain}, record(recommended=1, steps_per_gen0=None)).settle  # one pacing strategy

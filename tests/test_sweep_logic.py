@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import optuna
 import pytest
@@ -295,3 +295,19 @@ def test_a_storage_whose_schema_a_concurrent_process_is_creating_is_opened_again
     failures["left"] = study.SCHEMA_RACE_ATTEMPTS
     with pytest.raises(UserError, match=r"cannot open the study storage: .*UNIQUE constraint"):
         study.make_storage(url, search)
+
+
+def test_the_trials_table_shows_a_step_comparison_that_estimated_nothing() -> None:
+    """A step-level comparison with fewer than two comparable pairs stores a ratio without a p-value: the table says
+    "-" (it raised KeyError on the quickstart when GC-pacing blocks outgrew the step budget)."""
+    from tuner.sweep_flow import trials_table
+
+    row = {
+        "number": 1, "state": "COMPLETE", "is_baseline": False, "strategies": {"gc_threshold": {}}, "engine": {},
+        "anchored": {}, "pairs": 6, "feasible": True, "verdict": "inconclusive",
+        "ratios": {"output_tokens_per_s": {"ratio": None, "ci_low": None, "ci_high": None, "verdict": "inconclusive",
+                                           "source": "steps"}},
+    }  # fmt: skip
+    summary = cast(Any, {"experiment": "x", "objectives": [{"metric": "output_tokens_per_s"}], "trials": [row]})
+    table = trials_table(summary)
+    assert table.rows[0][table.columns.index("p")] == "-"

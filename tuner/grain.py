@@ -12,8 +12,9 @@ makes, a collection falls in each arm's steps about in proportion to the garbage
 the gen0 count over the threshold triggers it), so one-step blocks stay unbiased. A strategy that changes *when*
 the collector runs (:attr:`strategies.Strategy.paces_gc`) is different: under one-step blocks the arm with the
 lower threshold would run every collection, the other arm's garbage included. Its comparisons use blocks of
-:data:`GC_CYCLES_PER_BLOCK` collection cycles, each ending in a gen0 collection (settle) charged to the block, so
-each block pays for its own garbage at a cost of one extra collection per block, small against the block.
+:data:`GC_CYCLES_PER_BLOCK` collection cycles (within :data:`GC_BLOCK_STEPS`), each ending in a gen0 collection
+(settle) charged to the block, so each block pays for its own garbage at a cost of one extra collection per block,
+small against a block of many cycles.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from tuner.plugin.protocol import StrategySet
 DEFAULT_BLOCK_STEPS = 1
 GC_CYCLES_PER_BLOCK = 8
 """Blocks of a GC-pacing comparison span this many gen0 cycles of the reference (settle: ~1/8 of a cycle's cost)."""
-GC_BLOCK_STEPS = (16, 512)
-"""The range of a GC-pacing comparison's blocks; the lower end without a measured GC rate."""
+GC_BLOCK_STEPS = (16, 64)
+"""The range of a GC-pacing comparison's blocks; the lower end without a measured GC rate. At most 64 steps, so
+that a step budget of tens of seconds still holds ten pairs or more (512-step blocks left the quickstart's 20 s
+comparison without two pairs); a longer gen0 cycle then gets fewer cycles per block, and the grain says so."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ def grain_for(strategies: StrategySet, calibration: Calibration | None, block_st
     low, high = GC_BLOCK_STEPS
     wanted = GC_CYCLES_PER_BLOCK * cycle if cycle else low
     steps = max(base, min(high, 1 << max(0, math.ceil(math.log2(max(wanted, 1))))))
-    measured = f"a gen0 cycle of {cycle:.0f} steps" if cycle else "no measured gen0 cycle"
+    measured = f"{steps / cycle:.1f} gen0 cycles of {cycle:.0f} steps" if cycle else "no measured gen0 cycle"
     return Grain(
         steps,
         True,

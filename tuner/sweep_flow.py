@@ -101,7 +101,7 @@ def trials_table(summary: SweepSummary) -> TableData:
     for row in summary["trials"]:
         first = row["ratios"].get(objectives[0]) if row["ratios"] else None
         ci = fmt_ratio(first)
-        p = f"{first['p_value']:.3f}" if first and first["p_value"] is not None else "-"
+        p = f"{first['p_value']:.3f}" if first and first.get("p_value") is not None else "-"  # none: not estimated
         strategies = "baseline" if row["is_baseline"] else describe_strategies(row["strategies"])
         rows.append(
             (
