@@ -20,13 +20,13 @@ import datetime
 import math
 import time
 from pathlib import Path
-from typing import Any
 
 from strategies import strategy_classes
 from tuner.calibration import (
     CALIBRATION_SCHEMA,
     Calibration,
     GcRate,
+    Method,
     Precision,
     Recovery,
     Side,
@@ -141,12 +141,12 @@ def _interval(estimate: RatioEstimate | None) -> tuple[float, float] | None:
     return (estimate.ci_low, estimate.ci_high) if estimate is not None else None
 
 
-def _precision(result: InterleaveResult, method: Any, block_steps: int) -> Precision:
+def _precision(result: InterleaveResult, method: Method, block_steps: int) -> Precision:
     return _precision_of(result.estimate, method, block_steps, len(result.sums), result.elapsed_s)
 
 
 def _precision_of(
-    estimate: RatioEstimate | None, method: Any, block_steps: int | None, pairs: int, elapsed_s: float
+    estimate: RatioEstimate | None, method: Method, block_steps: int | None, pairs: int, elapsed_s: float
 ) -> Precision:
     log_sd = estimate.log_sd if estimate is not None else math.inf
     return {
