@@ -29,7 +29,7 @@ from tuner.measure import Workbench, open_session
 from tuner.metrics import RequestTiming, summarize
 from tuner.plugin.protocol import encode_spec
 from tuner.server import ServerSession, record_chunk, server_command, sse_data
-from tuner.workload import RequestSpec
+from tuner.traffic.requests import RequestSpec
 
 pytestmark = pytest.mark.engine
 

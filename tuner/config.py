@@ -7,11 +7,8 @@ becomes a :class:`~tuner.errors.UserError` whose lines name the file, the line a
 from __future__ import annotations
 
 import difflib
-import errno
 import math
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -20,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tuner.engine_args import BUILTIN_DIR, BUILTIN_PREFIX
 from tuner.errors import Problem, UserError
+from tuner.inputs import read_regular
 from tuner.search_space import Range, Scalar, Search, split_key, yaml_kind
+from tuner.traffic.dataset import Dataset
 
 MAX_TOKENS = 1 << 24  # longer than any model's context
 MAX_PROMPTS = 10_000_000
@@ -92,16 +91,33 @@ class Workload(_Strict):
     concurrency: int | None = Field(None, ge=1, description="cap on requests in flight (streams)")
     sampling: Sampling = Sampling()
     seed: int = Field(0, ge=0, description="numpy takes no negative seeds")
+    dataset: Dataset | None = Field(None, description="requests from a file instead of the synthetic ones")
 
     @field_validator("rate", mode="before")
     @classmethod
     def _parse_inf(cls, value: Any) -> Any:
         return math.inf if isinstance(value, str) and value.strip().lower() in {"inf", "infinity"} else value
 
+    @model_validator(mode="after")
+    def _one_source(self) -> Workload:
+        if self.dataset is None:
+            return self
+        synthetic = [k for k in ("num_prompts", "input_len", "output_len", "arrival") if k in self.model_fields_set]
+        if synthetic:
+            raise ValueError(
+                f"{', '.join(synthetic)}: for synthetic requests only; with a dataset its file gives the requests "
+                "(dataset.num_prompts selects how many)"
+            )
+        if self.dataset.schedule == "trace" and math.isfinite(self.rate):
+            raise ValueError("rate and dataset.schedule: trace both set arrival times: keep one")
+        return self
+
     @property
     def streaming(self) -> bool:
-        """Offline batch (like `vllm bench throughput`) unless a rate or a concurrency shapes arrivals."""
-        return math.isfinite(self.rate) or self.concurrency is not None
+        """Offline batch (like `vllm bench throughput`) unless a rate, a concurrency or a trace's schedule shapes
+        arrivals."""
+        trace = self.dataset is not None and self.dataset.schedule == "trace"
+        return math.isfinite(self.rate) or self.concurrency is not None or trace
 
 
 class Slo(_Strict):
@@ -276,25 +292,6 @@ def _yaml_problem(exc: yaml.YAMLError, text: str) -> Problem:
     return Problem(f"YAML syntax error: {reason or exc}", line=line)
 
 
-def _read_regular_file(path: Path, limit: int) -> bytes:
-    """Up to ``limit`` bytes of ``path``, which must be a regular file (a FIFO or a device would block or never
-    end). Opened non-blocking and checked on the open descriptor, so the file cannot be swapped in between."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory")
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file (a pipe, socket or device)")
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb") as stream:
-            fd = -1
-            return stream.read(limit)
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
 def _expanded_size(root: yaml.Node, limit: int) -> int:
     """How many nodes ``root`` stands for once every alias is expanded (counting stops past ``limit``).
 
@@ -345,7 +342,7 @@ def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     """Parse ``path``; return the data and its node tree (for line numbers)."""
     file = str(path)
     try:
-        raw = _read_regular_file(path, MAX_FILE_BYTES + 1)
+        raw = read_regular(path, MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise UserError.single(file, "file not found") from None
     except IsADirectoryError:
@@ -387,6 +384,8 @@ def load_experiment(path: Path | str) -> Experiment:
         problems += check_search(experiment.search, experiment.engine, root)
     if not problems and experiment.serve.endpoint is None:
         problems = check_engine_configs(experiment, root)
+    if not problems:
+        problems = check_dataset(experiment, root)
     if problems:
         raise UserError(str(path), problems)
     return experiment
@@ -438,21 +437,57 @@ def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list
 
 
 def check_workload_memory(workload: Workload, root: yaml.Node | None) -> list[Problem]:
-    """Refuse a workload whose requests would not fit in memory: all of them are built before the first one is
-    sent, and vLLM keeps a state per queued request."""
+    """Refuse a synthetic workload whose requests would not fit in memory (a dataset's are checked once read)."""
+    if workload.dataset is not None:
+        return []
+    why = memory_problem(workload.num_prompts, workload.input_len.max, workload.output_len.max)
+    return [Problem(why, "workload.num_prompts", _node_line(root, ("workload", "num_prompts")))] if why else []
+
+
+def memory_problem(requests: int, input_max: int, output_max: int) -> str | None:
+    """Why ``requests`` of up to these lengths would not fit in memory (None if they do): all of them are built
+    before the first one is sent, and vLLM keeps a state per queued request."""
     import psutil
 
-    per_request = REQUEST_OVERHEAD_BYTES + 40 * workload.input_len.max + 80 * workload.output_len.max
-    needed = per_request * workload.num_prompts
+    needed = (REQUEST_OVERHEAD_BYTES + 40 * input_max + 80 * output_max) * requests
     budget = psutil.virtual_memory().total // 2
     if needed <= budget:
-        return []
-    message = (
-        f"{workload.num_prompts:,} requests need about {needed / 2**30:.1f} GiB (prompts, timings and vLLM's "
+        return None
+    return (
+        f"{requests:,} requests need about {needed / 2**30:.1f} GiB (prompts, timings and vLLM's "
         f"request state), more than half of this machine's {2 * budget / 2**30:.0f} GiB: use fewer prompts "
         "(the same requests are replayed in every repetition)"
     )
-    return [Problem(message, "workload.num_prompts", _node_line(root, ("workload", "num_prompts")))]
+
+
+def check_dataset(experiment: Experiment, root: yaml.Node | None) -> list[Problem]:
+    """Read the dataset as the engine will get it: a bad record or a request longer than the smallest
+    ``max_model_len`` the experiment may start with raises :class:`UserError` naming the dataset file's line; a
+    text format without a tokenizer, or more requests than memory holds, is a problem of the experiment file."""
+    from tuner.traffic.replay import TokenizerMissing, read_dataset
+
+    spec = experiment.workload.dataset
+    if spec is None:
+        return []
+    if not spec.path.is_file():
+        state = "is not a regular file" if spec.path.exists() else "file not found"
+        where = ("workload", "dataset", "path")
+        return [
+            Problem(
+                f"{spec.path}: {state} (relative paths start at the working directory)",
+                "workload.dataset.path",
+                _node_line(root, where),
+            )
+        ]
+    try:
+        dataset = read_dataset(
+            spec, seed=experiment.workload.seed, engine=experiment.engine, max_model_len=context_limit(experiment)
+        )
+    except TokenizerMissing as exc:
+        return [Problem(str(exc), "workload.dataset.format", _node_line(root, ("workload", "dataset", "format")))]
+    lengths = [(r.input_length or 0, r.output_length or 0) for r in dataset.requests]
+    why = memory_problem(len(lengths), max(i for i, _ in lengths), max(o for _, o in lengths))
+    return [Problem(why, "workload.dataset.num_prompts", _node_line(root, ("workload", "dataset")))] if why else []
 
 
 def check_engine_args(engine: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
@@ -506,10 +541,8 @@ def _check_model(model: str) -> str | None:
     return None
 
 
-def check_lengths(experiment: Experiment, root: yaml.Node | None) -> list[Problem]:
-    """Prompt plus output must fit ``engine.max_model_len``, and every ``max_model_len`` the search may try."""
-    workload = experiment.workload
-    needed = workload.input_len.max + workload.output_len.max
+def _length_limits(experiment: Experiment) -> list[tuple[tuple[int | str, ...], str, Any]]:
+    """Each ``max_model_len`` the experiment may start an engine with: where it is, its field, its value."""
     limits: list[tuple[tuple[int | str, ...], str, Any]] = [
         (("engine", "max_model_len"), "engine.max_model_len", experiment.engine.get("max_model_len"))
     ]
@@ -519,10 +552,33 @@ def check_lengths(experiment: Experiment, root: yaml.Node | None) -> list[Proble
         limits.append(((*key, "low"), f"{field}.low", spec.low))
     elif spec is not None:
         limits += [((*key, i), f"{field}[{i}]", value) for i, value in enumerate(spec)]
+    return limits
+
+
+def context_limit(experiment: Experiment) -> int | None:
+    """The smallest ``max_model_len`` the experiment may start an engine with (the model's own if none is set):
+    dataset requests are held to it, so every engine of a sweep replays the same requests."""
+    from tuner.traffic.replay import model_max_len
+
+    limits = [int(value) for _, _, value in _length_limits(experiment) if _is_length(value)]
+    return min(limits) if limits else model_max_len(experiment.engine)
+
+
+def _is_length(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_lengths(experiment: Experiment, root: yaml.Node | None) -> list[Problem]:
+    """Synthetic prompt plus output must fit ``engine.max_model_len``, and every ``max_model_len`` the search may
+    try (a dataset's requests are checked once read)."""
+    workload = experiment.workload
+    if workload.dataset is not None:
+        return []
+    needed = workload.input_len.max + workload.output_len.max
     return [
         Problem(f"input_len + output_len can reach {needed} tokens, more than {limit}", name, _node_line(root, loc))
-        for loc, name, limit in limits
-        if isinstance(limit, int | float) and not isinstance(limit, bool) and needed > limit
+        for loc, name, limit in _length_limits(experiment)
+        if _is_length(limit) and needed > limit
     ]
 
 

@@ -26,6 +26,7 @@ import psutil
 from tuner import interrupts
 from tuner.config import Sampling
 from tuner.engine_args import condense
+from tuner.errors import EngineError
 from tuner.metrics import RequestTiming
 from tuner.plugin.protocol import (
     CONTROL_METHOD,
@@ -35,14 +36,10 @@ from tuner.plugin.protocol import (
     load_plugin_here,
     local_control,
 )
+from tuner.traffic.requests import RequestSpec
 from tuner.vllm_env import import_vllm, set_quiet_env
-from tuner.workload import RequestSpec
 
 Progress = Callable[[int], None]  # called with the number of requests finished so far
-
-
-class EngineError(RuntimeError):
-    """The engine could not start or died; the message says why (vLLM logs the details above it)."""
 
 
 def _alive(process: psutil.Process) -> bool:
@@ -143,7 +140,8 @@ async def drive_requests(
 
     async def one(rid: str, spec: RequestSpec, offset: float, timing: RequestTiming) -> None:
         nonlocal finished
-        await asyncio.sleep(max(0.0, start + offset - time.perf_counter()))
+        timing.scheduled = start + offset
+        await asyncio.sleep(max(0.0, timing.scheduled - time.perf_counter()))
         async with limit:
             timing.sent = time.perf_counter()
             await stream_one(rid, spec, timing)
@@ -179,6 +177,9 @@ def _record(timing: RequestTiming, output: Any, now: float) -> None:
         timing.token_ids.extend(new)
     if output.finished:
         timing.finished = now
+    cached = getattr(output, "num_cached_tokens", None)
+    if isinstance(cached, int):
+        timing.cached_tokens = cached
 
 
 class EngineSession(ABC):
@@ -261,6 +262,11 @@ class EngineSession(ABC):
     def _stop(self) -> None:
         """Shut the engine down the polite way."""
 
+    @abstractmethod
+    def reset_prefix_cache(self) -> bool:
+        """Empty vLLM's prefix cache (between replays, so that each sees only its own shared prefixes); False where
+        the engine does not allow it."""
+
     def close(self) -> None:
         """Stop the engine, then make sure none of its processes is left (also after a crash)."""
         self._closing.set()
@@ -337,6 +343,10 @@ class OfflineSession(EngineSession):
                 progress(finished)
         return list(timings.values()), time.perf_counter() - start
 
+    def reset_prefix_cache(self) -> bool:
+        self.check_alive()
+        return bool(self.engine.reset_prefix_cache())
+
     def _wake_waiters(self, error: EngineError) -> None:
         # The sync client blocks in get_output() on a queue and in call_utility() on futures.
         core = getattr(getattr(self, "engine", None), "engine_core", None)
@@ -401,6 +411,10 @@ class StreamingSession(EngineSession):
                 _record(timing, output, time.perf_counter())
 
         return await drive_requests(self._next_ids(len(requests)), requests, offsets, stream, concurrency, progress)
+
+    def reset_prefix_cache(self) -> bool:
+        self.check_alive()
+        return bool(self._loop.run(self.engine.reset_prefix_cache()))
 
     def _stop(self) -> None:
         engine = getattr(self, "engine", None)

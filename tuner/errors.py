@@ -35,3 +35,11 @@ class UserError(Exception):
 
 class StudyIncomplete(RuntimeError):
     """A study did not measure what it was asked to (exit 5); its summary is written all the same."""
+
+
+class EngineError(RuntimeError):
+    """The engine could not start or died; the message says why (vLLM logs the details above it)."""
+
+
+class StrategyNotActive(RuntimeError):
+    """A requested strategy is not active in a process where it belongs: every number would be a lie."""

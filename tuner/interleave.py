@@ -159,6 +159,7 @@ def interleaved_comparison(
     started = time.perf_counter()
     try:
         while time.perf_counter() - started < budget_s:
+            bench.fresh_prefix_cache()
             session.run(bench.requests, [0.0] * len(bench.requests), bench.experiment.workload.sampling)
             blocks += _drain(session.control({"op": "interleave_drain"}))
             sums = _sums(blocks, block_steps)

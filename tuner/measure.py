@@ -8,16 +8,14 @@ from strategies import Role, strategy_classes
 from tuner.config import Experiment, Serve
 from tuner.engine import EngineSession, OfflineSession, StreamingSession
 from tuner.engine_args import resolve_engine_args
+from tuner.errors import StrategyNotActive
 from tuner.feedback import SILENT, Feedback, task
 from tuner.metrics import summarize
 from tuner.plugin.protocol import PLUGIN_ERROR, ProcessReport
 from tuner.server import EndpointSession, ServerSession
 from tuner.tail import attribute
-from tuner.workload import RequestSpec, arrival_offsets, build_requests
-
-
-class StrategyNotActive(RuntimeError):
-    """A requested strategy is not active in a process where it belongs: every number would be a lie."""
+from tuner.traffic.requests import RequestSpec
+from tuner.workload import WorkloadRecord, build_requests, traffic
 
 
 def inactive_strategies(reports: list[ProcessReport], requested: dict[str, dict[str, Any]]) -> list[str]:
@@ -114,16 +112,23 @@ class Workbench:
     def __init__(self, session: EngineSession, experiment: Experiment) -> None:
         self.session = session
         self.experiment = experiment
-        workload = experiment.workload
         self.strategies: dict[str, dict[str, Any]] = {}  # the set in force, as last switched to
-        self.requests: list[RequestSpec] = build_requests(workload, session.vocab_size())
-        self.offsets: list[float] = [float(t) for t in arrival_offsets(workload, len(self.requests))]
+        planned = traffic(experiment, session.vocab_size())
+        self.requests: list[RequestSpec] = planned.requests
+        self.offsets: list[float] = planned.offsets
+        self.workload: WorkloadRecord = planned.record
+        self._said_no_reset = False
 
     def warm_up(self) -> None:
+        """One untimed batch: the dataset's first requests, or synthetic ones of another seed."""
         count = self.experiment.measure.warmup_prompts
+        workload = self.experiment.workload
         if count:
-            warm = build_requests(self.experiment.workload, self.session.vocab_size(), count=count, seed_offset=7)
-            self.session.run(warm, [0.0] * count, self.experiment.workload.sampling)
+            if workload.dataset is not None:
+                warm = self.requests[:count]
+            else:
+                warm = build_requests(workload, self.session.vocab_size(), count=count, seed_offset=7)
+            self.session.run(warm, [0.0] * len(warm), workload.sampling)
 
     def switch(self, strategies: dict[str, dict[str, Any]]) -> list[ProcessReport]:
         reports = self.session.control({"op": "switch", "strategies": strategies})
@@ -131,9 +136,22 @@ class Workbench:
         self.strategies = strategies
         return reports
 
+    def fresh_prefix_cache(self, feedback: Feedback = SILENT) -> None:
+        """Empty vLLM's prefix cache before a replay: otherwise every replay after the first finds its prompts
+        cached by the one before, and prefix caching stops behaving as the traffic makes it. Said once where the
+        engine does not allow it (a server started elsewhere)."""
+        if not self.session.reset_prefix_cache() and not self._said_no_reset:
+            self._said_no_reset = True
+            feedback.note(
+                "vLLM's prefix cache cannot be reset here: each replay after the first finds prompts cached by the "
+                "ones before",
+                "warning",
+            )
+
     def repetition(self, feedback: Feedback = SILENT, label: str = "requests") -> dict[str, Any]:
         """Run the workload once; return its metrics, per-process telemetry and output token ids."""
         workload = self.experiment.workload
+        self.fresh_prefix_cache(feedback)
         self.session.control({"op": "reset"})
         with task(feedback, label, len(self.requests)) as requests:
             timings, wall = self.session.run(

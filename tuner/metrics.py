@@ -33,6 +33,8 @@ class RequestTiming:
     chunk_tokens: list[int] = field(default_factory=list)  # new tokens in each chunk
     finished: float | None = None
     token_ids: list[int] = field(default_factory=list)  # for the token-identity guard
+    scheduled: float | None = None  # when it was due to be sent (streams), to measure how late it left
+    cached_tokens: int | None = None  # prompt tokens vLLM found in its prefix cache (in-process engines)
 
     @property
     def output_tokens(self) -> int:
@@ -64,7 +66,7 @@ def summarize(timings: list[RequestTiming], wall_s: float, slo: LatencyTargets |
         if t.output_tokens > t.chunk_tokens[0]
     ]
     itl = np.concatenate([np.diff(t.chunk_times) * 1e3 for t in done]) if done else np.empty(0)
-    return {
+    return replay_metrics(timings, done) | {
         "wall_s": wall_s,
         "completed": len(done),
         "failed": len(timings) - len(done),
@@ -80,6 +82,21 @@ def summarize(timings: list[RequestTiming], wall_s: float, slo: LatencyTargets |
         "itl_ms": percentiles(itl.tolist()),
         "e2e_ms": percentiles(e2e),
     }
+
+
+def replay_metrics(timings: list[RequestTiming], done: list[RequestTiming]) -> dict[str, float]:
+    """How faithfully requests left on schedule (``send_lag_*``: after their due time, queueing behind a concurrency
+    cap included) and the share of prompt tokens vLLM served from its prefix cache, where known."""
+    metrics: dict[str, float] = {}
+    lags = [(t.sent - t.scheduled) * 1e3 for t in timings if t.scheduled is not None]
+    if lags:
+        metrics["send_lag_p99_ms"] = float(np.percentile(lags, 99))
+        metrics["send_lag_max_ms"] = max(lags)
+    cached = [t for t in done if t.cached_tokens is not None]
+    prompts = sum(t.prompt_tokens for t in cached)
+    if cached and prompts:
+        metrics["prefix_cache_hit_rate"] = sum(t.cached_tokens or 0 for t in cached) / prompts
+    return metrics
 
 
 # Flat metric names used by objectives, constraints and reports: "ttft_ms.p99" -> "ttft_p99_ms".
@@ -98,6 +115,7 @@ HIGHER_IS_BETTER = {
     "total_tokens_per_s",
     "goodput_requests_per_s",
     "slo_attainment",
+    "prefix_cache_hit_rate",
 }
 # What a step-time ratio stands in for: decode throughput (1 / step time) and mean per-token latency (step time).
 # Latency percentiles, TTFT, memory and GC figures come from run-level pairs only.
@@ -111,8 +129,11 @@ PROCESS_METRICS = (
     "gc_critical_share_max",
     "gc_critical_max_pause_ms",
 )
+# How a stream kept to its schedule, and vLLM's prefix-cache hits (present only where measured).
+REPLAY_METRICS = ("send_lag_p99_ms", "send_lag_max_ms")
 METRIC_NAMES = (
     sorted(HIGHER_IS_BETTER)
     + [f"{family}_{stat}_ms" for family in LATENCY_FAMILIES for stat in ("mean", "p50", "p90", "p99")]
     + list(PROCESS_METRICS)
+    + list(REPLAY_METRICS)
 )

@@ -86,6 +86,7 @@ def run_experiment(
         "repetitions": repetitions,
         "summary": aggregate(repetitions),
         "memory": rss_growth(repetitions),
+        "workload": bench.workload,
     }
     write_json(path, record)
     return path, record

@@ -33,7 +33,7 @@ from tuner.engine import EngineError, EngineSession, Progress, drive_requests
 from tuner.engine_args import cli_flags
 from tuner.metrics import RequestTiming
 from tuner.plugin.protocol import ENV_VAR, ProcessReport
-from tuner.workload import RequestSpec
+from tuner.traffic.requests import RequestSpec
 
 MODEL_NAME = "tuner-model"  # the served model name when the engine args do not set one
 HOST = "127.0.0.1"
@@ -165,6 +165,14 @@ class HttpSession(EngineSession):
             ids = self._next_ids(len(requests))
             return await self._until_dead(drive_requests(ids, requests, offsets, stream, concurrency, progress))
 
+    def reset_prefix_cache(self) -> bool:
+        """vLLM's development endpoint, which servers the tuner starts expose (``VLLM_SERVER_DEV_MODE``)."""
+        self.check_alive()
+        try:
+            return httpx.post(f"{self.url}/reset_prefix_cache", timeout=30.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     async def _until_dead(self, work: Any) -> Any:
         """Await ``work``, but give up as soon as a watched server process dies."""
         task = asyncio.ensure_future(work)
@@ -200,7 +208,8 @@ class ServerSession(HttpSession):
             # Its own session: Ctrl-C reaches the tuner only, which then stops the server in order.
             self.server = subprocess.Popen(
                 server_command(self.engine_args, port, self.serve.args),
-                env={**os.environ, ENV_VAR: json.dumps(spec)},
+                # Development endpoints (bound to the loopback address): /reset_prefix_cache between replays.
+                env={**os.environ, ENV_VAR: json.dumps(spec), "VLLM_SERVER_DEV_MODE": "1"},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -31,6 +31,7 @@ from tuner.search_space import (
 DEFAULT_TRIALS = 20
 BASELINE_ATTR = "baseline"
 WORKER_ATTR = "worker"
+WORKLOAD_ATTR = "workload"  # the study's WorkloadRecord, set when its first engine is up
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 MAX_RETRY = 2  # a trial whose worker died is run again at most this often
 

@@ -42,7 +42,7 @@ from tuner.search_space import (
     Pairs,
     split_key,
 )
-from tuner.study import BASELINE_ATTR, planned_trials, require_search, trial_config
+from tuner.study import BASELINE_ATTR, WORKLOAD_ATTR, planned_trials, require_search, trial_config
 from tuner.tail import tail_record
 from tuner.verdicts import slo
 
@@ -83,6 +83,8 @@ class Sweep:
                 raise
             self.session = self.bench.session
             self.start_s.append(self.session.start_s)
+            if WORKLOAD_ATTR not in self.study.user_attrs:
+                self.study.set_user_attr(WORKLOAD_ATTR, self.bench.workload)
             self.engine_args = wanted
         return self.bench
 

@@ -28,7 +28,7 @@ from tuner.search_space import (
     Search,
 )
 from tuner.stats import unpaired_ratio
-from tuner.study import BASELINE_ATTR, WORKER_ATTR, require_search
+from tuner.study import BASELINE_ATTR, WORKER_ATTR, WORKLOAD_ATTR, require_search
 from tuner.sweep import Sweep
 
 UNPAIRED_NOTE = (
@@ -76,6 +76,7 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | 
         },
         "winner": winner(rows, confirmation),
         "incomplete": incomplete_reasons(rows),
+        "workload": study.user_attrs.get(WORKLOAD_ATTR),
     }
     if baseline is None:
         summary["winner"]["reason"] = "no verdict: the baseline trial did not complete"

@@ -1,6 +1,8 @@
-"""Synthetic requests: random token-id prompts, length distributions and arrival times.
+"""The requests of an experiment and when each is sent: synthetic (seeded random token-id prompts, length
+distributions, arrival processes) or from a dataset file, with the record of what they were.
 
-Deterministic for a seed and independent of the engine (only the vocabulary size is needed).
+Deterministic for a seed and independent of the engine (only the vocabulary size is needed), so every arm of a
+comparison gets the identical request sequence and schedule.
 """
 
 from __future__ import annotations
@@ -11,16 +13,25 @@ from typing import cast
 
 import numpy as np
 
-from tuner.config import FixedLen, LengthDist, NormalLen, UniformLen, Workload
-
-# Low token ids are often special (pad/bos/eos/unk); prompts draw above them.
-FIRST_ORDINARY_TOKEN = 10
+from tuner.config import Experiment, FixedLen, LengthDist, NormalLen, UniformLen, Workload, context_limit
+from tuner.traffic.replay import (
+    DatasetRequests,
+    dataset_shape,
+    engine_requests,
+    read_dataset,
+    trace_offsets,
+)
+from tuner.traffic.requests import RequestSpec
+from tuner.traffic.shape import ShapeBuilder
+from tuner.traffic.tokens import FIRST_ORDINARY_TOKEN
+from tuner.traffic.workload_record import WorkloadRecord
 
 
 @dataclass(frozen=True)
-class RequestSpec:
-    prompt_token_ids: list[int]
-    max_tokens: int
+class Traffic:
+    requests: list[RequestSpec]
+    offsets: list[float]  # seconds after the start at which each request is sent
+    record: WorkloadRecord
 
 
 def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -37,7 +48,7 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.nda
 def build_requests(
     workload: Workload, vocab_size: int, *, count: int | None = None, seed_offset: int = 0
 ) -> list[RequestSpec]:
-    """The prompts of one batch (``count`` overrides ``num_prompts``, e.g. for warm-up)."""
+    """The synthetic prompts of one batch (``count`` overrides ``num_prompts``, e.g. for warm-up)."""
     n = workload.num_prompts if count is None else count
     rng = np.random.default_rng(workload.seed + seed_offset)
     inputs = sample_lengths(workload.input_len, n, rng)
@@ -59,3 +70,55 @@ def arrival_offsets(workload: Workload, n: int) -> np.ndarray:
     gaps = rng.exponential(1.0 / workload.rate, size=n)
     gaps[0] = 0.0
     return np.cumsum(gaps)
+
+
+def replay_line(workload: Workload) -> str:
+    """How the requests are sent, in words."""
+    dataset = workload.dataset
+    if dataset is not None and dataset.schedule == "trace":
+        how = f"at their recorded times x {dataset.time_scale:g}"
+    elif math.isfinite(workload.rate):
+        how = f"{workload.arrival} arrivals at {workload.rate:g} requests/s"
+    else:
+        how = "all at once"
+    return how + (f", at most {workload.concurrency} in flight" if workload.concurrency else "")
+
+
+def traffic(experiment: Experiment, vocab_size: int) -> Traffic:
+    """The experiment's requests, their send times and their record."""
+    workload = experiment.workload
+    if workload.dataset is None:
+        requests = build_requests(workload, vocab_size)
+        offsets = [float(t) for t in arrival_offsets(workload, len(requests))]
+        builder = ShapeBuilder()
+        for request, offset in zip(requests, offsets, strict=True):
+            builder.add(len(request.prompt_token_ids), request.max_tokens, offset)
+        record: WorkloadRecord = {
+            "source": "synthetic",
+            "dataset": None,
+            "replay": replay_line(workload),
+            "shape": builder.shape(),
+        }
+        return Traffic(requests, offsets, record)
+    dataset, offsets, record = dataset_plan(experiment)
+    return Traffic(engine_requests(dataset, workload.dataset.block_size, workload.seed, vocab_size), offsets, record)
+
+
+def dataset_plan(experiment: Experiment) -> tuple[DatasetRequests, list[float], WorkloadRecord]:
+    """A dataset experiment's requests as read, their send times and their record (no engine needed)."""
+    workload = experiment.workload
+    spec = workload.dataset
+    assert spec is not None
+    dataset = read_dataset(spec, seed=workload.seed, engine=experiment.engine, max_model_len=context_limit(experiment))
+    if spec.schedule == "trace":
+        offsets = trace_offsets(dataset.requests, spec.time_scale)
+    else:
+        offsets = [float(t) for t in arrival_offsets(workload, len(dataset.requests))]
+    shape = dataset_shape(dataset, offsets if any(offsets) else None)
+    record: WorkloadRecord = {
+        "source": "dataset",
+        "dataset": dataset.record,
+        "replay": replay_line(workload),
+        "shape": shape,
+    }
+    return dataset, offsets, record

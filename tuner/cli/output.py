@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tuner import interrupts
-from tuner.errors import StudyIncomplete, UserError
+from tuner.errors import EngineError, StrategyNotActive, StudyIncomplete, UserError
 
 # Piped output (CI logs, tee) would wrap tables at rich's 80-column default; COLUMNS still wins.
 console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
@@ -34,9 +34,6 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn the library's expected failures into a message and an exit status (never a traceback)."""
-    from tuner.engine import EngineError
-    from tuner.measure import StrategyNotActive
-
     try:
         yield
     except UserError as exc:

@@ -75,6 +75,7 @@ def metric_unit(metric: str) -> str:
     """The unit of ``metric``: every metric has one, since charts, tables and exports label values with it."""
     exact = {
         "slo_attainment": "fraction",
+        "prefix_cache_hit_rate": "fraction",
         "gc_share_max": "fraction",
         "gc_critical_share_max": "fraction",
         "peak_rss_mb": "MiB",

@@ -24,6 +24,7 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 from tuner.errors import UserError
 from tuner.metrics import LATENCY_FAMILIES, flat_metrics
 from tuner.plugin.protocol import ProcessReport
+from tuner.traffic.workload_record import WorkloadRecord
 
 RUN_SCHEMA = "tuner.run/1"
 SWEEP_SCHEMA = "tuner.sweep/1"
@@ -65,6 +66,7 @@ class RunRecord(TypedDict):
     repetitions: list[Repetition]
     summary: dict[str, dict[str, float]]  # per flat metric: mean, median, min, max, cv
     memory: dict[str, dict[str, float]]  # per process: first_rss_mb, last_rss_mb, growth_mb
+    workload: NotRequired[WorkloadRecord]  # the requests replayed (added in 0.1: older runs lack it)
 
 
 class TrialRow(TypedDict):
@@ -130,6 +132,7 @@ class SweepSummary(TypedDict):
     power: dict[str, Any]  # before_screening, before_confirmation
     winner: Winner
     incomplete: list[str]
+    workload: WorkloadRecord | None  # None until the study's first engine started
     aa: NotRequired[dict[str, dict[str, Any]]]  # A/A sweeps: per method, comparisons and significant ones
 
 
@@ -236,6 +239,7 @@ _SUMMARY_DEFAULTS: dict[str, Any] = {
     "confirmation": None,
     "power": {},
     "incomplete": [],
+    "workload": None,
 }
 _WINNER_DEFAULTS: dict[str, Any] = {
     "trial": None,
