@@ -20,6 +20,7 @@ from tuner.cli.output import console, fail, user_errors
 from tuner.cli.progress import ConsoleFeedback
 from tuner.cli.results import register as register_result_commands
 from tuner.cli.tables import calibration_table, repetitions_table, telemetry_table
+from tuner.cli.workload import register as register_workload_commands
 
 app = typer.Typer(
     help="Benchmark and tune vLLM's host-side performance on a live engine.",
@@ -30,6 +31,7 @@ app = typer.Typer(
 strategies_app = typer.Typer(help="Inspect the available strategies.", no_args_is_help=True)
 app.add_typer(strategies_app, name="strategies")
 register_result_commands(app)
+register_workload_commands(app)
 ExperimentFile = Annotated[Path, typer.Argument(help="experiment YAML file", show_default=False)]
 
 

@@ -24,6 +24,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from tuner.plugin.protocol import tag_hidden
 from tuner.results.files import write_bytes
+from tuner.traffic.shape import WorkloadShape
 
 DPI = 110
 VERDICT_COLORS = {
@@ -510,4 +511,32 @@ def precision(path: Path, points: Sequence[PrecisionPoint], *, title: str) -> Pa
     ax.set_ylabel("95% CI half-width (%)")
     ax.set_title(title)
     ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def workload_shape(path: Path, shape: WorkloadShape, *, title: str) -> Path:
+    """The traffic a result holds for: prompt and output length histograms, and requests sent per second over
+    time (or a note that all were sent at once)."""
+    fig = _figure(11, 3.4)
+    axes = fig.subplots(1, 3)
+    for ax, histogram, label, color in (
+        (axes[0], shape["input_histogram"], "prompt tokens", SERIES_COLORS[0]),
+        (axes[1], shape["output_histogram"], "output tokens", SERIES_COLORS[1]),
+    ):
+        ax.stairs(histogram["counts"], histogram["edges"], fill=True, color=color, alpha=0.8)
+        ax.set_xlabel(label)
+        ax.set_ylabel("requests")
+    arrivals = shape["arrivals"]
+    ax = axes[2]
+    if arrivals is None:
+        ax.text(0.5, 0.5, "all requests sent at once", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+    else:
+        width = arrivals["bin_s"]
+        rates = [c / width for c in arrivals["counts"]]
+        ax.stairs(rates, [i * width for i in range(len(rates) + 1)], fill=True, color=SERIES_COLORS[2], alpha=0.8)
+        ax.axhline(arrivals["mean_rate"], color="grey", ls="--", lw=0.8)
+        ax.set_xlabel("seconds since the first request")
+        ax.set_ylabel(f"requests/s (per {width:g} s)")
+    fig.suptitle(f"{title}: {shape['requests']:,} requests")
     return _save(fig, path)

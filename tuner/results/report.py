@@ -45,6 +45,7 @@ from tuner.results.document import Doc
 from tuner.results.files import write_text
 from tuner.results.records import Loaded, load, objective_value, run_reps, trial_process_lists
 from tuner.results.tail_section import run_tail, tail_sections
+from tuner.results.workload_section import workload_section
 
 PERCENTILES = ("p50", "p90", "p99")
 
@@ -113,6 +114,7 @@ def _run_doc(loaded: Loaded, out: Path) -> Doc:
             ]
         )
     doc.table(["metric", "unit", "median", "mean", "min", "max", "CV"], rows)
+    workload_section(doc, out, run.get("workload"), title=str(run.get("experiment")))
 
     doc.h("Throughput")
     tokens = {m: [r.get(m, math.nan) for r in reps] for m in ("output_tokens_per_s", "total_tokens_per_s")}
@@ -312,6 +314,7 @@ def _sweep_doc(loaded: Loaded, out: Path) -> Doc:
     if winner.get("env") and winner["confirmed"]:
         doc.code(str(winner["env"]))
     _confirmation_section(doc, summary)
+    workload_section(doc, out, summary["workload"], title=name)
 
     metrics = ratio_metrics(summary)
     doc.h("Trials against the baseline")
