@@ -123,6 +123,20 @@ CASES: dict[str, tuple[str, int | None]] = {
     "search_unknown_engine_arg.yaml": ("search.space.engine.max_num_seq: not a vLLM engine argument", 9),
     "search_baseline_not_a_choice.yaml": ("the baseline value engine.max_num_seqs=16 must be a choice", 9),
     "search_sampler_unknown.yaml": ("search.sampler: Input should be 'auto', 'grid', 'tpe', 'nsga2' or 'random'", 10),
+    # request datasets
+    "dataset_with_num_prompts.yaml": ("workload: num_prompts: for synthetic requests only", 7),
+    "dataset_trace_with_rate.yaml": ("workload: rate and dataset.schedule: trace both set arrival times", 7),
+    "dataset_window_on_text.yaml": ("workload.dataset: start_s: jsonl records have no arrival times", 8),
+    "dataset_format_unknown.yaml": (
+        "workload.dataset.format: Input should be 'mooncake', 'sharegpt', 'jsonl' or 'burstgpt'",
+        10,
+    ),
+    "dataset_missing_file.yaml": ("workload.dataset.path: no/such/trace.jsonl: file not found", 9),
+    "dataset_text_without_tokenizer.yaml": (
+        "workload.dataset.format: sharegpt prompts are text and the bundled builtin:opt-tiny has no tokenizer",
+        10,
+    ),
+    "dataset_random_without_count.yaml": ("workload.dataset: sample: random needs num_prompts", 8),
     # YAML itself
     "syntax_unclosed_bracket.yaml": ("YAML syntax error: while parsing a flow mapping, expected ',' or '}'", 5),
     "syntax_bad_indent.yaml": ("YAML syntax error: mapping values are not allowed here", 5),
