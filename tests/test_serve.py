@@ -162,6 +162,10 @@ def test_strategies_switch_in_place_in_every_server_process(server: ServerSessio
     assert all("gc_freeze" not in p["active"] for p in off)
 
 
+def test_a_started_server_empties_its_prefix_cache_before_each_replay(server: ServerSession) -> None:
+    assert server.reset_prefix_cache()  # vLLM's development endpoint, which the tuner's servers expose
+
+
 def test_an_endpoint_is_measured_from_outside(server: ServerSession) -> None:
     experiment = Experiment.model_validate(
         {

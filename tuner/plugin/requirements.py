@@ -84,6 +84,12 @@ REQUIRES: tuple[Requirement, ...] = (
     AssignedIn("v1/engine/async_llm.py", "AsyncLLM.__init__", attribute="engine_core"),
     Defined("v1/engine/core_client.py", "SyncMPClient.call_utility"),
     Defined("v1/engine/core_client.py", "AsyncMPClient.call_utility_async"),
+    # Replays (the tuner's side): each starts from an empty prefix cache, in-process or through the development
+    # endpoint of a server the tuner starts; vLLM's count of cached prompt tokens comes with every output.
+    Defined("v1/engine/llm_engine.py", "LLMEngine.reset_prefix_cache"),
+    Defined("v1/engine/async_llm.py", "AsyncLLM.reset_prefix_cache"),
+    Defined("entrypoints/serve/dev/cache/api_router.py", "reset_prefix_cache"),
+    AssignedIn("outputs.py", "RequestOutput.__init__", attribute="num_cached_tokens"),
     # Telemetry: the wait points where a collection is hidden (GC pauses classified hidden or critical).
     *wait_points.REQUIRES,
 )

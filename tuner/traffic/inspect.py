@@ -15,7 +15,7 @@ from tuner.errors import UserError
 from tuner.traffic.dataset import Dataset, Format
 from tuner.traffic.formats import READERS
 from tuner.traffic.records import TraceRequest
-from tuner.traffic.replay import dataset_file, file_digest, text_tokenizer
+from tuner.traffic.replay import dataset_file, dataset_record, file_digest, text_tokenizer
 from tuner.traffic.selection import Selection
 from tuner.traffic.shape import ShapeBuilder
 from tuner.traffic.tokens import TOKENIZE_BATCH, tokenize
@@ -66,25 +66,11 @@ def inspect_file(
     shape = builder.shape()
     if not shape["requests"]:
         raise UserError.single(str(path), "no request in the file")
-    counts = selection.counts
+    dataset = dataset_record(spec, selection.counts, size, digest, requests=shape["requests"], clipped=0)
+    dataset["schedule"] = "trace" if fmt.timed else None  # inspected at the recorded times
     return {
         "source": "dataset",
-        "dataset": {
-            "path": str(path),
-            "format": fmt.value,
-            "sha256": digest,
-            "bytes": size,
-            "records_read": counts.records,
-            "read_to_end": counts.read_to_end,
-            "bad_skipped": counts.bad,
-            "bad_examples": counts.bad_examples,
-            "before_window": counts.before_window,
-            "clipped": 0,
-            "requests": shape["requests"],
-            "sample": spec.sample,
-            "schedule": "trace" if fmt.timed else None,
-            "time_scale": spec.time_scale,
-        },
+        "dataset": dataset,
         "replay": "at their recorded times" if fmt.timed else "no recorded times",
         "shape": shape,
     }

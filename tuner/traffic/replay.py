@@ -22,7 +22,7 @@ from tuner.traffic.dataset import MAX_DATASET_BYTES, Dataset, Format
 from tuner.traffic.formats import READERS
 from tuner.traffic.records import TraceRequest
 from tuner.traffic.requests import RequestSpec
-from tuner.traffic.selection import MAX_REPORTED, Selection
+from tuner.traffic.selection import MAX_REPORTED, Counts, Selection
 from tuner.traffic.shape import ShapeBuilder, WorkloadShape
 from tuner.traffic.tokens import HashBlocks, load_tokenizer, tokenize
 from tuner.traffic.workload_record import DatasetRecord
@@ -54,9 +54,15 @@ def read_dataset(spec: Dataset, *, seed: int, engine: dict[str, Any], max_model_
     if spec.format.text:
         requests = tokenize(requests, text_tokenizer(engine, spec.format))
     requests, clipped = fit_context(requests, spec, max_model_len, file)
-    counts = selection.counts
-    record: DatasetRecord = {
-        "path": file,
+    record = dataset_record(spec, selection.counts, size, digest, requests=len(requests), clipped=clipped)
+    return DatasetRequests(requests, record)
+
+
+def dataset_record(
+    spec: Dataset, counts: Counts, size: int, digest: str, *, requests: int, clipped: int
+) -> DatasetRecord:
+    return {
+        "path": str(spec.path),
         "format": spec.format.value,
         "sha256": digest,
         "bytes": size,
@@ -66,12 +72,11 @@ def read_dataset(spec: Dataset, *, seed: int, engine: dict[str, Any], max_model_
         "bad_examples": counts.bad_examples,
         "before_window": counts.before_window,
         "clipped": clipped,
-        "requests": len(requests),
+        "requests": requests,
         "sample": spec.sample,
         "schedule": spec.schedule,
         "time_scale": spec.time_scale,
     }
-    return DatasetRequests(requests, record)
 
 
 @contextlib.contextmanager

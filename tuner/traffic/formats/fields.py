@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
-from tuner.traffic.records import FieldError
+from tuner.traffic.records import BadRecord, FieldError, TraceRequest
 
 MAX_LINE_BYTES = 16 << 20
 """A longer line is refused: one record of a trace is never this large, and reading it would hold it all."""
@@ -28,6 +28,22 @@ def numbered_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
             yield number, None
         else:
             yield number, raw
+
+
+def json_lines(
+    stream: BinaryIO, parse: Callable[[int, dict[str, Any]], TraceRequest]
+) -> Iterator[TraceRequest | BadRecord]:
+    """JSON Lines records, each object turned into a request by ``parse(line, object)``; blank lines are skipped,
+    and a line that is no JSON object, or whose fields ``parse`` refuses, is a :class:`BadRecord`."""
+    for number, raw in numbered_lines(stream):
+        if raw is not None and not raw.strip():
+            continue
+        try:
+            if raw is None:
+                raise too_long_line()
+            yield parse(number, json_object(raw))
+        except FieldError as exc:
+            yield BadRecord(number, exc.field, exc.message)
 
 
 def too_long_line() -> FieldError:

@@ -8,7 +8,7 @@ same tokens). Other keys are ignored.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from tuner.traffic.formats import fields
 from tuner.traffic.records import BadRecord, FieldError, TraceRequest
@@ -17,24 +17,19 @@ MAX_HASH_ID = 2**63 - 1
 
 
 def read(stream: BinaryIO) -> Iterator[TraceRequest | BadRecord]:
-    for number, raw in fields.numbered_lines(stream):
-        if raw is not None and not raw.strip():
-            continue
-        try:
-            if raw is None:
-                raise fields.too_long_line()
-            record = fields.json_object(raw)
-            if "timestamp" not in record:
-                raise FieldError("timestamp", "missing")
-            yield TraceRequest(
-                line=number,
-                input_length=fields.count(record, "input_length"),
-                output_length=fields.count(record, "output_length"),
-                arrival_s=fields.time_value(record["timestamp"], "timestamp") / 1000.0,
-                hash_ids=_hash_ids(record.get("hash_ids", [])),
-            )
-        except FieldError as exc:
-            yield BadRecord(number, exc.field, exc.message)
+    return fields.json_lines(stream, _request)
+
+
+def _request(line: int, record: dict[str, Any]) -> TraceRequest:
+    if "timestamp" not in record:
+        raise FieldError("timestamp", "missing")
+    return TraceRequest(
+        line=line,
+        input_length=fields.count(record, "input_length"),
+        output_length=fields.count(record, "output_length"),
+        arrival_s=fields.time_value(record["timestamp"], "timestamp") / 1000.0,
+        hash_ids=_hash_ids(record.get("hash_ids", [])),
+    )
 
 
 def _hash_ids(value: object) -> tuple[int, ...]:
