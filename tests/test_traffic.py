@@ -389,3 +389,21 @@ def test_workload_inspect_with_skip_bad_counts_what_it_skipped(tmp_path: Path) -
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "1 bad records skipped" in result.output and "line 2: input_length" in result.output
+
+
+@pytest.mark.parametrize(
+    ("fixture", "result"), [("run", "run/run.json"), ("sweep-exp", "sweep-exp/sweep/summary.json")]
+)
+def test_reports_show_the_workload_they_hold_for(fixture: str, result: str, tmp_path: Path) -> None:
+    from tuner.results.report import build_report
+
+    fixtures = Path(__file__).parent / "fixtures"
+    data = json.loads((fixtures / result).read_text())
+    data["workload"] = inspect_file(FIXTURES / "mooncake-good.jsonl", Format.MOONCAKE)
+    (path := tmp_path / result).parent.mkdir(parents=True)
+    path.write_text(json.dumps(data))
+    paths = build_report(path)
+    assert "workload.png" in {p.name for p in paths}
+    text = next(p for p in paths if p.name == "report.md").read_text()
+    assert "## Workload" in text and "mooncake-good.jsonl (mooncake, sha256" in text
+    assert "| prompt tokens | 9 | 28 |" in text and "](workload.png)" in text
