@@ -174,9 +174,9 @@ batch (its counters prove it), nothing else changes. The A/A of the pipeline's b
 @pytest.fixture(scope="module")
 def aa(bench: Workbench) -> InterleaveResult:
     """One long A/A interleave at one-step blocks (the default grain) with both engine processes switching, reused
-    by the A/A tests. 45 s: 500-2000 pairs here, so >= 80 comparisons of 6 pairs."""
+    by the A/A tests. 25 s: about 1,100 pairs here (2,120 in 45 s), so >= 150 comparisons of 6 pairs."""
     result = interleaved_comparison(
-        bench, {}, SWITCH_ONLY, block_steps=1, settle=False, budget_s=45, resolution=1e-6, min_pairs=10_000, seed=1
+        bench, {}, SWITCH_ONLY, block_steps=1, settle=False, budget_s=25, resolution=1e-6, min_pairs=10_000, seed=1
     )
     print(f"A/A: {len(result.sums)} pairs")
     assert len(result.sums) >= AA_COMPARISONS * AA_PAIRS_PER_COMPARISON, result.to_dict()
@@ -217,13 +217,22 @@ STRICT = 0.999
 misses the known size in 1 run of 1000, where the tool's own 95% CI (printed, for the notes) misses in 1 of 20."""
 
 
+CONTENTION = 0.15
+"""How much more than its nominal length a busy-wait may cost a step on this 2-core host: while one process
+busy-waits, EngineCore spins on the shared-memory queue and the front-end streams outputs, three busy processes on
+two cores. Measured here at one-step blocks: the 10% delay cost 6-7% more than nominal on both sides (1.0970 vs
+1.0910, 1.0863 vs 1.0814, 1.0853 vs 1.0804)."""
+
+
 def assert_covers(pairs: list[tuple[float, float, float, float]], known: float, higher_is_better: bool) -> None:
-    """The strict ratio-of-sums CI of (trial steps, seconds, reference steps, seconds) pairs covers ``known``."""
+    """The strict ratio-of-sums CI of (trial steps, seconds, reference steps, seconds) pairs reaches the known
+    effect: between ``known`` and :data:`CONTENTION` more of it. A lost, halved or doubled delay still fails."""
     columns = [[p[i] for p in pairs] for i in range(4)]
     strict = paired_ratio_of_sums(*columns, higher_is_better=higher_is_better, confidence=STRICT)
     print(f"  {STRICT:.1%} CI [{strict.ci_low:.4f}, {strict.ci_high:.4f}] over {strict.n} pairs")
     assert strict.n >= 11, strict  # fewer pairs cannot reach p < 0.001: the strict CI would be unbounded
-    assert strict.ci_low <= known <= strict.ci_high, (known, strict)
+    highest = 1 + (1 + CONTENTION) * (known - 1)
+    assert strict.ci_low <= highest and known <= strict.ci_high, (known, highest, strict)
 
 
 @pytest.mark.engine
