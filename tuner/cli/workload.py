@@ -54,12 +54,14 @@ def inspect(
                 raise UserError.single(str(file), "no workload.dataset: its requests are synthetic", "workload")
             _, _, record = dataset_plan(experiment)
             out = output or experiment.output_dir / experiment.name / "workload"
+            title = experiment.name
         else:
             fmt = format or guess_format(file)
             if fmt is None:
                 raise UserError.single(str(file), "cannot tell its format from its name or first line: give --format")
             record = inspect_file(file, fmt, tokenizer_model=tokenizer, skip_bad=skip_bad)
             out = output or Path("results") / "inspect" / file.stem
+            title = file.name
         for line in describe(record):
             console.print(line, highlight=False, soft_wrap=True)
         table = Table()
@@ -71,7 +73,7 @@ def inspect(
         try:
             written = [
                 write_json(out / "workload.json", record),
-                workload_shape(out / PLOT, record["shape"], title=file.name),
+                workload_shape(out / PLOT, record["shape"], title=title),
             ]
         except OSError as exc:
             raise UserError.single(str(out), f"cannot write: {exc.strerror or exc}") from None
