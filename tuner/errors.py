@@ -43,3 +43,11 @@ class EngineError(RuntimeError):
 
 class StrategyNotActive(RuntimeError):
     """A requested strategy is not active in a process where it belongs: every number would be a lie."""
+
+
+class ResultRelocated(Exception):
+    """A measured result could not be written where asked and went to ``path`` instead: the message says both."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path

@@ -9,11 +9,12 @@ from pathlib import Path
 
 from tuner.config import Experiment
 from tuner.environment import environment_record
+from tuner.errors import ResultRelocated, UserError
 from tuner.feedback import SILENT, Feedback, task
 from tuner.measure import Workbench
 from tuner.metrics import flat_metrics
 from tuner.plugin.protocol import encode_spec
-from tuner.results.files import new_run_dir, write_json
+from tuner.results.files import destination_problem, new_run_dir, write_json_keeping
 from tuner.results.records import RUN_SCHEMA, Repetition, RunRecord
 
 
@@ -54,7 +55,14 @@ def run_experiment(
 ) -> tuple[Path, RunRecord]:
     """Start the engine, prove the strategies active, measure the repetitions, write ``run.json`` (or
     ``output``); return its path and the record."""
-    path = output or new_run_dir(experiment.output_dir, experiment.name) / "run.json"
+    if output is not None and (problem := destination_problem(output)):
+        raise UserError.single(str(output), problem, "--output")
+    try:
+        default = new_run_dir(experiment.output_dir, experiment.name) / "run.json"
+    except OSError as exc:
+        why = f"cannot create a run directory: {exc.strerror or exc}"
+        raise UserError.single(str(experiment.output_dir), why, "output_dir") from None
+    path = output or default
     with task(feedback, f"starting vLLM engine ({experiment.engine.get('model', '')})", None):
         bench = Workbench.start(experiment, encode_spec(experiment.strategies))
     session = bench.session
@@ -88,5 +96,9 @@ def run_experiment(
         "memory": rss_growth(repetitions),
         "workload": bench.workload,
     }
-    write_json(path, record)
-    return path, record
+    written, failure = write_json_keeping(path, record, default)
+    if failure is not None:
+        raise ResultRelocated(f"{failure}: the record is in {written}", str(written))
+    if written != default:
+        default.parent.rmdir()  # the fallback, unused: the record went to --output
+    return written, record

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tuner import interrupts
-from tuner.errors import EngineError, StrategyNotActive, StudyIncomplete, UserError
+from tuner.errors import EngineError, ResultRelocated, StrategyNotActive, StudyIncomplete, UserError
 
 # Piped output (CI logs, tee) would wrap tables at rich's 80-column default; COLUMNS still wins.
 console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
@@ -40,6 +40,8 @@ def user_errors() -> Iterator[None]:
         for problem in exc.problems:
             err_console.print(f"[red]error:[/red] {escape(problem.render(exc.file))}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    except ResultRelocated as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
     except StrategyNotActive as exc:
         fail(str(exc), EXIT_NOT_ACTIVE)
     except EngineError as exc:

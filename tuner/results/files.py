@@ -54,3 +54,32 @@ def new_run_dir(output_dir: Path, experiment: str) -> Path:
         path = base.with_name(f"{base.name}-{n}")
     path.mkdir(parents=True)
     return path
+
+
+def destination_problem(path: Path) -> str | None:
+    """Why a result file could not be written at ``path`` (None if it can), found before any engine starts: a
+    directory, a parent that is no directory, or a parent where a probe file cannot be created."""
+    if path.is_dir():
+        return "is a directory: give a file name (e.g. DIR/run.json)"
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    try:
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=f".{path.name}.", suffix=".probe")
+    except OSError as exc:
+        return f"cannot write in {existing}: {exc.strerror or exc}"
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def write_json_keeping(path: Path, data: Any, fallback: Path) -> tuple[Path, str | None]:
+    """Write ``data`` to ``path``; if that fails (the disk changed since the check), to ``fallback`` instead, so that
+    a measured result is never lost. Returns where it went and, after a fallback, why."""
+    try:
+        return write_json(path, data), None
+    except OSError as exc:
+        why = f"could not write {path} ({exc.strerror or exc})"
+    return write_json(fallback, data), why
