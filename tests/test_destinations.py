@@ -112,3 +112,16 @@ def test_the_cli_exits_2_naming_both_places_when_the_record_was_relocated(
     result = CliRunner().invoke(app, ["run", str(EXPERIMENT), "--output", str(tmp_path / "out" / "run.json")])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert "the record is in results/quickstart/" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", str(REPO / "tests" / "fixtures" / "run"), "--out", "/proc/version"],
+        ["workload", "inspect", str(REPO / "tests" / "fixtures" / "traces" / "mooncake-good.jsonl"), "-o", "/proc/x"],
+    ],
+)
+def test_commands_that_write_files_say_where_they_could_not(args: list[str]) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert "/proc/" in result.stderr and "Traceback" not in result.output

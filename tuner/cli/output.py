@@ -51,3 +51,6 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         interrupts.acknowledge()
         fail("interrupted", EXIT_INTERRUPTED)
+    except OSError as exc:  # a file a command writes or reads: the place is the problem, not the tuner
+        where = f"{exc.filename}: " if exc.filename else ""
+        fail(f"{where}cannot write or read: {exc.strerror or exc}", EXIT_BAD_INPUT)
