@@ -125,3 +125,17 @@ def test_commands_that_write_files_say_where_they_could_not(args: list[str]) -> 
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
     assert "/proc/" in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "calibrate"])
+def test_an_unwritable_results_directory_is_refused_before_the_engine_starts(
+    command: str, tmp_path: Path, no_engine: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tuner.sweep_flow
+
+    monkeypatch.setattr(tuner.sweep_flow.Sweep, "__init__", lambda *a, **k: pytest.fail("a sweep would start"))
+    path = tmp_path / "exp.yaml"
+    path.write_text(EXPERIMENT.read_text() + "output_dir: /proc/tuner-results\n")
+    result = CliRunner().invoke(app, [command, str(path)])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert result.stderr.startswith("error: /proc/tuner-results: output_dir: cannot write in /proc"), result.stderr

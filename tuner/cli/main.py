@@ -8,7 +8,7 @@ incomplete (its baseline or every trial failed, or some trials failed; the summa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -21,6 +21,9 @@ from tuner.cli.progress import ConsoleFeedback
 from tuner.cli.results import register as register_result_commands
 from tuner.cli.tables import calibration_table, repetitions_table, telemetry_table
 from tuner.cli.workload import register as register_workload_commands
+
+if TYPE_CHECKING:
+    from tuner.config import Experiment
 
 app = typer.Typer(
     help="Benchmark and tune vLLM's host-side performance on a live engine.",
@@ -41,11 +44,10 @@ def run(
     output: Annotated[Path | None, typer.Option(help="write run.json here (default: results/<name>/<time>/)")] = None,
 ) -> None:
     """Benchmark one configuration (its `strategies:` applied) and write run.json."""
-    from tuner.config import load_experiment
     from tuner.runner import run_experiment
 
     with user_errors():
-        loaded = load_experiment(experiment)
+        loaded = _load_writable(experiment)
         path, record = run_experiment(loaded, ConsoleFeedback(console), output)
     repetitions = record["repetitions"]
     console.print(repetitions_table(repetitions, title=f"{loaded.name}: {len(repetitions)} repetitions"))
@@ -62,10 +64,9 @@ def calibrate(
     delays in EngineCore and the worker, the strategies active on this path. `tuner sweep` takes its grain."""
     from tuner.calibrate import run_calibration
     from tuner.calibration import calibration_path, cost_line, load_calibration
-    from tuner.config import load_experiment
 
     with user_errors():
-        loaded = load_experiment(experiment)
+        loaded = _load_writable(experiment)
         directory = run_calibration(loaded, ConsoleFeedback(console), budget_s=budget_s)
         record = load_calibration(calibration_path(loaded.output_dir, loaded.name))
     assert record is not None  # just written
@@ -94,7 +95,6 @@ def versions(
     """Compare vLLM installs on this host with the same experiment: engine starts alternate in mirrored order,
     each in its install's own interpreter; with more than two installs, bisect the sequence for the step that
     changed the metric."""
-    from tuner.config import load_experiment
     from tuner.installs import probe
     from tuner.metrics import METRIC_NAMES
     from tuner.versions_flow import compare_installs
@@ -105,7 +105,7 @@ def versions(
         if metric not in METRIC_NAMES:
             fail(f"--metric: unknown metric {metric!r}")
         installs = [probe(python) for python in pythons]  # each install checked before the experiment loads vLLM
-        loaded = load_experiment(experiment)
+        loaded = _load_writable(experiment)
         compare_installs(
             loaded, experiment, installs, ConsoleFeedback(console), starts=starts, metric=metric, seed=seed
         )
@@ -121,11 +121,10 @@ def sweep(
     n_trials: Annotated[int | None, typer.Option(min=1, help="override search.n_trials")] = None,
 ) -> None:
     """Search strategy sets and engine args with Optuna, each trial paired against the baseline."""
-    from tuner.config import load_experiment
     from tuner.sweep_flow import run_sweep
 
     with user_errors():
-        loaded = load_experiment(experiment)
+        loaded = _load_writable(experiment)
         run_sweep(
             loaded,
             ConsoleFeedback(console),
@@ -146,11 +145,10 @@ def worker(
     study_name: Annotated[str | None, typer.Option(help="default: the experiment name")] = None,
 ) -> None:
     """Run trials of a study shared by many workers (one or many machines) until it is done."""
-    from tuner.config import load_experiment
     from tuner.worker import run_worker
 
     with user_errors():
-        run_worker(load_experiment(experiment), ConsoleFeedback(console), storage=storage, study_name=study_name)
+        run_worker(_load_writable(experiment), ConsoleFeedback(console), storage=storage, study_name=study_name)
 
 
 @strategies_app.command("list")
@@ -173,6 +171,19 @@ def strategies_list() -> None:
             roles = ", ".join(sorted(r.value for r in cls.roles))
             table.add_row(name, applies, versions, cls.paths or "-", switch, roles, params or "-", cls.description)
     console.print(table)
+
+
+def _load_writable(path: Path) -> Experiment:
+    """The experiment, once its results directory is known to be writable: checked before any engine starts."""
+    from tuner.config import load_experiment
+    from tuner.errors import UserError
+    from tuner.results.files import destination_problem
+
+    experiment = load_experiment(path)
+    problem = destination_problem(experiment.output_dir / experiment.name / "result")
+    if problem:
+        raise UserError.single(str(experiment.output_dir), problem, "output_dir")
+    return experiment
 
 
 def _switchable(cls: type[Strategy]) -> str:
