@@ -160,3 +160,16 @@ def test_terminal_libraries_only_in_the_cli(library: str) -> None:
             if any(n == library or n.startswith(f"{library}.") for n in names):
                 users.add(name)
     assert users and all(u.startswith("tuner.cli") for u in users), sorted(users)
+
+
+def test_trial_attributes_are_written_and_read_only_through_their_owner() -> None:
+    """``tuner.trial_attrs`` owns a trial's Optuna user attributes (one TypedDict for both halves); a study's own
+    attributes (``study.user_attrs``) are not a trial's."""
+    found = set()
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in {"set_user_attr", "user_attrs"}:
+                receiver = ast.unparse(node.value)
+                if "study" not in receiver.lower():
+                    found.add((name, receiver, node.attr))
+    assert found and {name for name, _, _ in found} == {"tuner.trial_attrs"}, sorted(found)

@@ -34,9 +34,10 @@ from tuner.config import Experiment
 from tuner.engine import EngineError, EngineSession
 from tuner.plugin.control_endpoint import MAX_BODY_BYTES, serve_control
 from tuner.search_space import Search
-from tuner.study import BASELINE_ATTR, enqueue_missing, open_study, trial_config
+from tuner.study import enqueue_missing, open_study, trial_config
 from tuner.sweep import Sweep
 from tuner.sweep_summary import summarize_study
+from tuner.trial_attrs import TrialAttrs
 
 REPO = Path(__file__).parent.parent
 WORKLOAD = {"num_prompts": 8, "input_len": {"dist": "fixed", "value": 8}, "output_len": {"dist": "fixed", "value": 16}}
@@ -128,7 +129,7 @@ def test_a_sweep_whose_engine_cannot_start_tries_once_and_exits_5(
 def test_the_baseline_runs_when_the_space_fixes_a_strategy_on() -> None:
     search = Search.model_validate({"space": {"gc_threshold": [True], "gc_threshold.gen0_per_seq": [64]}})
     study = optuna.create_study()
-    study.enqueue_trial({"gc_threshold": False}, user_attrs={BASELINE_ATTR: True})  # vLLM as installed
+    study.enqueue_trial({"gc_threshold": False}, user_attrs=dict(TrialAttrs(baseline=True)))  # vLLM as installed
     baseline = study.ask()
     assert trial_config(baseline, search, aa=False).strategies == {}  # used to raise: False not in (True,)
     other = study.ask()

@@ -16,10 +16,11 @@ from tuner.config import Experiment, load_experiment
 from tuner.errors import UserError
 from tuner.pairing import Arms, left_out_of_steps, step_interleavable
 from tuner.search_space import baseline_params, config_from_params, grid, suggest
-from tuner.study import BASELINE_ATTR, enqueue_missing, open_study
+from tuner.study import enqueue_missing, open_study
 from tuner.sweep import Sweep
 from tuner.sweep_flow import trials_table
 from tuner.sweep_summary import _best, summarize_study, winner
+from tuner.trial_attrs import read, record
 
 SPACE: dict[str, Any] = {
     "gc_threshold": [False, True],
@@ -84,7 +85,7 @@ def test_grid_is_exhausted_once_and_resume_never_duplicates(tmp_path: Path) -> N
     study = open_study(exp, storage, resume=False, study_name="s")
     assert enqueue_missing(study, exp, aa=False) == 6
     first = study.get_trials(states=(optuna.trial.TrialState.WAITING,))[0]
-    assert first.user_attrs[BASELINE_ATTR] is True  # the baseline runs first
+    assert read(first).get("baseline") is True  # the baseline runs first
     fake_run(study, SPACE, 2)  # "interrupted" after two trials
     with pytest.raises(UserError, match="already exists"):
         open_study(exp, storage, resume=False, study_name="s")
@@ -149,7 +150,7 @@ def test_summary_reads_verdicts_and_constraints_back_from_storage(tmp_path: Path
 
     def objective(trial: optuna.Trial) -> float:
         suggest(trial, SPACE)
-        baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
+        baseline = bool(read(trial).get("baseline"))
         feasible = trial.number % 2 == 0
         trial.set_user_attr("feasible", feasible)
         trial.set_user_attr("verdict", None if baseline else "better")
@@ -248,7 +249,7 @@ def test_objectives_are_anchored_to_the_baseline_so_drift_between_trials_cancels
         return measured
 
     base = study.ask()
-    base.set_user_attr(BASELINE_ATTR, True)
+    record(base, {"baseline": True})
     study.tell(base, sweep._record(base, arms((100, 100), (40, 40)), is_baseline=True))
     # The host runs twice as fast during the next trial; against its own reference arm the trial is 2% faster
     # and its ITL 50% longer. Optuna must see 102 tok/s and an ITL of 60 ms (infeasible), not 204 and 30 ms.

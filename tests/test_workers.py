@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 from tests.conftest import TINY_ENGINE, is_engine_core
 from tuner.config import Experiment
 from tuner.search_space import grid
-from tuner.study import BASELINE_ATTR, WORKER_ATTR
+from tuner.trial_attrs import read
 from tuner.worker import join_study, study_lock
 
 SPACE: dict[str, Any] = {
@@ -134,7 +134,7 @@ def key(params: dict[str, Any]) -> str:
 def assert_grid_complete_once(found: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
     complete = [t for t in found if t.state == COMPLETE]
     assert sorted(key(t.params) for t in complete) == sorted(key(p) for p in grid(SPACE))
-    baseline = [t for t in complete if t.user_attrs.get(BASELINE_ATTR)]
+    baseline = [t for t in complete if read(t).get("baseline")]
     assert [key(t.params) for t in baseline] == [key({"gc_threshold": False, "shared_empty_kv_blocks": False})]
     return complete
 
@@ -160,7 +160,7 @@ def test_workers_arriving_together_queue_each_grid_point_once(postgres_url: str)
     queued = trials(postgres_url, "arrive")
     assert all(t.state == optuna.trial.TrialState.WAITING for t in queued)
     assert sorted(key(t.system_attrs["fixed_params"]) for t in queued) == sorted(key(p) for p in grid(SPACE))
-    assert queued[0].user_attrs[BASELINE_ATTR] and sum(bool(t.user_attrs[BASELINE_ATTR]) for t in queued) == 1
+    assert read(queued[0]).get("baseline") and sum(bool(read(t).get("baseline")) for t in queued) == 1
 
 
 def test_the_study_lock_excludes_other_connections(postgres_url: str) -> None:
@@ -202,7 +202,7 @@ def test_two_workers_share_the_grid(tmp_path: Path, postgres_url: str, workers: 
     complete = assert_grid_complete_once(trials(postgres_url, "pair"))
     assert len(trials(postgres_url, "pair")) == len(complete)  # nothing failed, nothing extra was sampled
     names = [worker_name(proc) for proc in workers]
-    assert {t.user_attrs[WORKER_ATTR] for t in complete} == set(names)  # both did some of the work
+    assert {read(t).get("worker") for t in complete} == set(names)  # both did some of the work
     results = tmp_path / "results" / "pair" / "workers"
     for name in names:  # each worker summarised the whole study from the shared storage
         summary = json.loads((results / name / "summary.json").read_text())
@@ -225,7 +225,7 @@ def test_a_dead_workers_trial_is_retried_by_the_other(tmp_path: Path, postgres_u
         claimed = [
             t
             for t in trials(postgres_url, "kill")
-            if t.user_attrs.get(WORKER_ATTR) == worker_name(victim) and t.state == optuna.trial.TrialState.RUNNING
+            if read(t).get("worker") == worker_name(victim) and t.state == optuna.trial.TrialState.RUNNING
         ]
         engine = [p for p in group_members(victim.pid) if is_engine_core(p)]
         if claimed and engine:
@@ -242,8 +242,8 @@ def test_a_dead_workers_trial_is_retried_by_the_other(tmp_path: Path, postgres_u
     assert dead.number == claimed[0].number  # the trial the victim was running, and nothing else, failed
     retry = next(t for t in found if t.system_attrs.get("failed_trial") == dead.number)
     assert retry in complete and retry.params == dead.params
-    assert retry.user_attrs[BASELINE_ATTR] == dead.user_attrs[BASELINE_ATTR]
-    assert retry.user_attrs[WORKER_ATTR] == worker_name(survivor)
+    assert read(retry).get("baseline") == read(dead).get("baseline")
+    assert read(retry).get("worker") == worker_name(survivor)
     assert retry.datetime_start is not None
     delay = (retry.datetime_start - killed_at).total_seconds()
     assert GRACE_S <= delay < 120

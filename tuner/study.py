@@ -27,10 +27,9 @@ from tuner.search_space import (
     split_key,
     suggest,
 )
+from tuner.trial_attrs import TrialAttrs, read
 
 DEFAULT_TRIALS = 20
-BASELINE_ATTR = "baseline"
-WORKER_ATTR = "worker"
 WORKLOAD_ATTR = "workload"  # the study's WorkloadRecord, set when its first engine is up
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 MAX_RETRY = 2  # a trial whose worker died is run again at most this often
@@ -119,7 +118,7 @@ def uses_grid(search: Search) -> bool:
 
 def make_sampler(search: Search) -> optuna.samplers.BaseSampler:
     def constraints(trial: optuna.trial.FrozenTrial) -> list[float]:
-        return list(trial.user_attrs.get("constraints", [0.0]))
+        return list(read(trial).get("constraints", [0.0]))
 
     if uses_grid(search) or search.sampler == "random":
         return optuna.samplers.RandomSampler(seed=search.seed)  # grid points are enqueued; nothing is sampled
@@ -191,7 +190,7 @@ def enqueue_missing(study: optuna.Study, experiment: Experiment, *, aa: bool) ->
     wanted = _queued_points(experiment, aa=aa)
     for params in wanted:
         if params not in taken:
-            study.enqueue_trial(params, user_attrs={BASELINE_ATTR: params == wanted[0]})
+            study.enqueue_trial(params, user_attrs=dict(TrialAttrs(baseline=params == wanted[0])))
             taken.append(params)
     done = len(study.get_trials(deepcopy=False, states=FINISHED))
     return max(planned_trials(experiment, aa=aa) - done, 0)
@@ -203,7 +202,7 @@ def trial_config(trial: optuna.Trial, search: Search, *, aa: bool) -> TrialConfi
     A/A trials run the baseline too."""
     if aa:
         return TrialConfig(strategies={}, engine={})
-    if trial.user_attrs.get(BASELINE_ATTR):
+    if read(trial).get("baseline"):
         if _baseline_fits(search.space):  # its params on record, for Optuna's samplers and importance
             suggest(trial, search.space)
         return TrialConfig(strategies={}, engine={})

@@ -42,8 +42,9 @@ from tuner.search_space import (
     Pairs,
     split_key,
 )
-from tuner.study import BASELINE_ATTR, WORKLOAD_ATTR, planned_trials, require_search, trial_config
+from tuner.study import WORKLOAD_ATTR, planned_trials, require_search, trial_config
 from tuner.tail import tail_record
+from tuner.trial_attrs import INTERRUPTED, read, record
 from tuner.verdicts import slo
 
 TrialCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
@@ -94,11 +95,9 @@ class Sweep:
         self.session = self.bench = None
 
     def objective(self, trial: optuna.Trial) -> list[float]:
-        is_baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
+        is_baseline = bool(read(trial).get("baseline"))
         config = trial_config(trial, self.search, aa=self.aa)
-        trial.set_user_attr("aa", self.aa and not is_baseline)
-        trial.set_user_attr("strategies", config.strategies)
-        trial.set_user_attr("engine", config.engine)
+        record(trial, {"aa": self.aa and not is_baseline, "strategies": config.strategies, "engine": config.engine})
         progress = self.feedback.task(
             f"trial {trial.number}" + (" (baseline)" if is_baseline else ""), total=self.search.pairs.max
         )
@@ -139,14 +138,14 @@ class Sweep:
                 arms.step_result.grain = grain.why
                 arms.step_result.left_out = left_out_of_steps(config.strategies)
         except KeyboardInterrupt:
-            trial.set_user_attr("failure", "interrupted")
+            record(trial, {"failure": INTERRUPTED})
             self.feedback.note(f"trial {trial.number} interrupted", "warning")
             raise
         except optuna.TrialPruned:
             raise
         except Exception as exc:
             reason = f"exceeded the trial time limit of {watchdog.limit_s:g} s" if watchdog.fired else None
-            trial.set_user_attr("failure", reason or f"{type(exc).__name__}: {exc}")
+            record(trial, {"failure": reason or f"{type(exc).__name__}: {exc}"})
             self.feedback.note(f"trial {trial.number} failed: {type(exc).__name__}: {exc}", "error")
             self.close()  # an engine in an unknown state is not reused
             raise
@@ -190,7 +189,7 @@ class Sweep:
 
     def _record(self, trial: optuna.Trial, arms: Arms, is_baseline: bool) -> list[float]:
         medians = arms.medians("trial")
-        ratios = (
+        ratios: dict[str, dict[str, Any]] = (
             {}
             if is_baseline
             else {
@@ -200,7 +199,7 @@ class Sweep:
         )
         if arms.step_result is not None:
             # The run-level ratios stay beside the steps': they see the front-end, which steps leave out.
-            trial.set_user_attr("step_interleave", {**arms.step_result.to_dict(), "run_level": dict(ratios)})
+            record(trial, {"step_interleave": {**arms.step_result.to_dict(), "run_level": dict(ratios)}})
             if not self.aa:  # A/A keeps both methods' verdicts apart (see summarize_study)
                 # Steps stand in for throughput and mean per-token latency only; the rest keep run-level ratios.
                 ratios |= {m: step_ratio(arms.step_result, m) for m in ratios if m in STEP_LEVEL_METRICS}
@@ -216,27 +215,33 @@ class Sweep:
             for c in self.search.constraints
             if c.metric in anchor and (est := estimate_from_dict(ratios.get(c.metric))) is not None
         ]
-        trial.set_user_attr("slo_checks", [c.describe() for c in checks])
-        trial.set_user_attr("feasible_ci", all(c.passed for c in checks))
-        trial.set_user_attr("metrics", medians)
-        trial.set_user_attr("anchored", values)
-        trial.set_user_attr("arms", {"reference": arms.reference, "trial": arms.trial})
-        trial.set_user_attr("ratios", ratios)
-        trial.set_user_attr("constraints", violations or [0.0])
-        trial.set_user_attr("feasible", all(v <= 0 for v in violations))
-        trial.set_user_attr("verdict", ratios[self.search.objectives[0].metric]["verdict"] if ratios else None)
-        trial.set_user_attr("switch_s", arms.switch_s)
-        trial.set_user_attr("token_ids_match", arms.token_ids_match)
-        trial.set_user_attr("telemetry", _compact(arms.telemetry))
-        trial.set_user_attr("tail", tail_record(arms.tails))
+        record(
+            trial,
+            {
+                "slo_checks": [c.describe() for c in checks],
+                "feasible_ci": all(c.passed for c in checks),
+                "metrics": medians,
+                "anchored": values,
+                "arms": {"reference": arms.reference, "trial": arms.trial},
+                "ratios": ratios,
+                "constraints": violations or [0.0],
+                "feasible": all(v <= 0 for v in violations),
+                "verdict": ratios[self.search.objectives[0].metric]["verdict"] if ratios else None,
+                "switch_s": arms.switch_s,
+                "token_ids_match": arms.token_ids_match,
+                "telemetry": _compact(arms.telemetry),
+                "tail": tail_record(arms.tails),
+            },
+        )
         return [values[o.metric] for o in self.search.objectives]
 
     def _anchor(self, arms: Arms) -> dict[str, float]:
         """The medians ratios are scaled by: the baseline trial's, or (before it finished, e.g. on another
         worker) this trial's own reference arm."""
         for done in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-            if done.user_attrs.get(BASELINE_ATTR) and done.user_attrs.get("metrics"):
-                return dict(done.user_attrs["metrics"])
+            attrs = read(done)
+            if attrs.get("baseline") and attrs.get("metrics"):
+                return dict(attrs["metrics"])
         return arms.medians("reference")
 
     def fresh_pairs(self, candidate: Candidate, done: int, wanted: int, left_s: float) -> list[Pair]:
@@ -272,8 +277,9 @@ class Sweep:
 
     def screening_power(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         """After the baseline trial: print the power statement of the sweep from its pairs and store it."""
-        arms = trial.user_attrs.get("arms")
-        if not trial.user_attrs.get(BASELINE_ATTR) or self.aa or not arms or len(arms["trial"]) < 2:
+        attrs = read(trial)
+        arms = attrs.get("arms")
+        if not attrs.get("baseline") or self.aa or not arms or len(arms["trial"]) < 2:
             return
         power = screening_power(arms, self.search, max(planned_trials(self.experiment, aa=False) - 1, 1))
         study.set_user_attr(SCREENING_POWER_ATTR, power)

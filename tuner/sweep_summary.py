@@ -28,8 +28,9 @@ from tuner.search_space import (
     Search,
 )
 from tuner.stats import unpaired_ratio
-from tuner.study import BASELINE_ATTR, WORKER_ATTR, WORKLOAD_ATTR, require_search
+from tuner.study import WORKLOAD_ATTR, require_search
 from tuner.sweep import Sweep
+from tuner.trial_attrs import INTERRUPTED, read
 
 UNPAIRED_NOTE = (
     "descriptive only: this trial's repetitions against the baseline trial's, measured at other times on another "
@@ -42,7 +43,7 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | 
     search = require_search(experiment)
     trials = study.get_trials(deepcopy=False)
     baseline = next(
-        (t for t in trials if t.user_attrs.get(BASELINE_ATTR) and t.state == optuna.trial.TrialState.COMPLETE), None
+        (t for t in trials if read(t).get("baseline") and t.state == optuna.trial.TrialState.COMPLETE), None
     )
     rows = [_trial_row(t, baseline, experiment) for t in trials]
     retried_as = {t.system_attrs["retry_history"][-1]: t.number for t in trials if t.system_attrs.get("retry_history")}
@@ -50,7 +51,7 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | 
         if row["number"] in retried_as and not row["failure"]:
             row["failure"] = f"its worker stopped sending heartbeats; retried as trial {retried_as[row['number']]}"
     complete = [r for r in rows if r["state"] == "COMPLETE"]
-    pareto = [t.number for t in study.best_trials if t.user_attrs.get("feasible")] if complete else []
+    pareto = [t.number for t in study.best_trials if read(t).get("feasible")] if complete else []
     confirmation = current_confirmation(study, rows, search)
     summary: SweepSummary = {
         "schema": SWEEP_SCHEMA,
@@ -132,12 +133,12 @@ def incomplete_reasons(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def _trial_row(
     trial: optuna.trial.FrozenTrial, baseline: optuna.trial.FrozenTrial | None, experiment: Experiment
 ) -> TrialRow:
-    attrs = trial.user_attrs
-    state = cast(TrialState, "INTERRUPTED" if attrs.get("failure") == "interrupted" else trial.state.name)
+    attrs = read(trial)
+    state = cast(TrialState, "INTERRUPTED" if attrs.get("failure") == INTERRUPTED else trial.state.name)
     row: TrialRow = {
         "number": trial.number,
         "state": state,
-        "is_baseline": bool(attrs.get(BASELINE_ATTR)),
+        "is_baseline": bool(attrs.get("baseline")),
         "aa": bool(attrs.get("aa")),
         "strategies": attrs.get("strategies", {}),
         "engine": attrs.get("engine", {}),
@@ -157,12 +158,12 @@ def _trial_row(
         "telemetry": attrs.get("telemetry", []),
         "tail": attrs.get("tail"),
         "failure": attrs.get("failure"),
-        "worker": attrs.get(WORKER_ATTR),
+        "worker": attrs.get("worker"),
         "step_interleave": attrs.get("step_interleave"),
     }
     if baseline is not None and row["engine"] and not row["is_baseline"] and row["metrics"]:
         first = experiment.search.objectives[0].metric if experiment.search else "output_tokens_per_s"
-        base_values = [m[first] for m in baseline.user_attrs.get("arms", {}).get("trial", [])]
+        base_values = [m[first] for m in read(baseline).get("arms", {}).get("trial", [])]
         values = [m[first] for m in attrs.get("arms", {}).get("trial", [])]
         if len(base_values) >= 2 and len(values) >= 2:
             est = unpaired_ratio(values, base_values, higher_is_better=first in HIGHER_IS_BETTER)

@@ -32,7 +32,6 @@ from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback
 from tuner.study import (
     FINISHED,
-    WORKER_ATTR,
     driver_url,
     enqueue_missing,
     make_storage,
@@ -45,6 +44,7 @@ from tuner.study import (
 from tuner.sweep import Sweep
 from tuner.sweep_flow import require_complete, write_summary
 from tuner.sweep_summary import summarize_study, write_outputs
+from tuner.trial_attrs import record
 
 WAITING = optuna.trial.TrialState.WAITING
 RUNNING = optuna.trial.TrialState.RUNNING
@@ -214,7 +214,7 @@ class WorkerSweep(Sweep):
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         self.gate.claimed()
-        trial.set_user_attr(WORKER_ATTR, self.name)
+        record(trial, {"worker": self.name})
         return super().objective(trial)
 
 

@@ -85,7 +85,7 @@ class TrialRow(TypedDict):
     ratios: dict[str, dict[str, Any]]  # per objective/constraint metric: the paired RatioEstimate
     feasible: bool | None
     feasible_ci: bool | None  # feasibility on the CI bound (SLO candidacy)
-    slo_checks: list[dict[str, Any]]
+    slo_checks: list[str]  # each SLO check, in words
     verdict: str | None  # on the first objective
     pairs: int
     switch_s: list[float]
