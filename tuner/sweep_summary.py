@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import shlex
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -46,7 +47,7 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | 
         (t for t in trials if read(t).get("baseline") and t.state == optuna.trial.TrialState.COMPLETE), None
     )
     rows = [_trial_row(t, baseline, experiment) for t in trials]
-    retried_as = {t.system_attrs["retry_history"][-1]: t.number for t in trials if t.system_attrs.get("retry_history")}
+    retried_as = _retried_as(trials)
     for row in rows:
         if row["number"] in retried_as and not row["failure"]:
             row["failure"] = f"its worker stopped sending heartbeats; retried as trial {retried_as[row['number']]}"
@@ -128,6 +129,14 @@ def incomplete_reasons(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
         reasons.append(f"{len(failed)} trial(s) failed: {listed}{more}")
     return reasons
+
+
+def _retried_as(trials: Sequence[optuna.trial.FrozenTrial]) -> dict[int, int]:
+    """For each trial whose worker died, the trial that ran it again (Optuna's ``RetryFailedTrialCallback``)."""
+    with warnings.catch_warnings():  # retry_history is marked experimental since Optuna 3.0
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        histories = {t.number: optuna.storages.RetryFailedTrialCallback.retry_history(t) for t in trials}
+    return {history[-1]: number for number, history in histories.items() if history}
 
 
 def _trial_row(
