@@ -62,15 +62,6 @@ Measure = Callable[[Candidate, int, int, float], list[Pair]]
 time ran out)."""
 
 
-def estimate_from_dict(data: dict[str, Any] | None) -> RatioEstimate | None:
-    """A stored :meth:`RatioEstimate.to_dict` back as an estimate (None when absent or not estimated)."""
-    fields = RatioEstimate.__dataclass_fields__
-    if not data or data.get("ratio") is None or not set(fields) <= set(data):
-        return None
-    values: dict[str, Any] = {k: math.nan if data[k] is None else data[k] for k in fields}
-    return RatioEstimate(**values)
-
-
 def run_pair(metric: str, trial: dict[str, float], reference: dict[str, float]) -> Pair:
     """A run-level pair for ``metric``: a throughput as (amount = rate x wall time, wall time); any other metric
     as (1, value), whose ratio of sums is the ratio of the arms' mean values."""
@@ -100,7 +91,7 @@ def screening_results(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[l
                 "so its ratio leaves out the engine-arg effect"
             )
             continue
-        estimate = estimate_from_dict((row["ratios"] or {}).get(metric))
+        estimate = RatioEstimate.from_dict((row["ratios"] or {}).get(metric))
         feasible = bool(row["feasible"]) and row.get("feasible_ci") is not False  # SLOs on their CI bound
         results.append(ScreeningResult(row["number"], feasible, estimate))
     return results, notes

@@ -20,9 +20,9 @@ import functools
 import math
 import random
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -95,6 +95,15 @@ class RatioEstimate:
             else:
                 out[key] = value
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> RatioEstimate | None:
+        """A stored :meth:`to_dict` back as an estimate (None when absent or not estimated); None floats are nan."""
+        names = cls.__dataclass_fields__
+        if not data or data.get("ratio") is None or not set(names) <= set(data):
+            return None
+        values: dict[str, Any] = {k: math.nan if data[k] is None else data[k] for k in names}
+        return cls(**values)
 
 
 # --------------------------------------------------------------------------

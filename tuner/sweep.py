@@ -25,7 +25,6 @@ from tuner.confirmation import (
     SCREENING_POWER_ATTR,
     Candidate,
     Pair,
-    estimate_from_dict,
     run_pair,
     screening_power,
 )
@@ -42,6 +41,7 @@ from tuner.search_space import (
     Pairs,
     split_key,
 )
+from tuner.stats import RatioEstimate
 from tuner.study import WORKLOAD_ATTR, planned_trials, require_search, trial_config
 from tuner.tail import tail_record
 from tuner.trial_attrs import INTERRUPTED, read, record
@@ -213,7 +213,7 @@ class Sweep:
         checks = [
             slo(c.metric, est, anchor[c.metric], max=c.max, min=c.min)
             for c in self.search.constraints
-            if c.metric in anchor and (est := estimate_from_dict(ratios.get(c.metric))) is not None
+            if c.metric in anchor and (est := RatioEstimate.from_dict(ratios.get(c.metric))) is not None
         ]
         record(
             trial,
