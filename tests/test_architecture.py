@@ -173,3 +173,19 @@ def test_trial_attributes_are_written_and_read_only_through_their_owner() -> Non
                 if "study" not in receiver.lower():
                     found.add((name, receiver, node.attr))
     assert found and {name for name, _, _ in found} == {"tuner.trial_attrs"}, sorted(found)
+
+
+def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_sweep_summary_reads_a_study_without_the_engine() -> None:
+    """``tuner report --storage`` summarises a shared study: plain data from storage, no engine imported."""
+    reached = _closure(import_graph(), "tuner.sweep_summary")
+    assert reached and not reached & set(ENGINE_SIDE), sorted(reached & set(ENGINE_SIDE))

@@ -9,7 +9,7 @@ import shlex
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import optuna
 
@@ -22,6 +22,7 @@ from tuner.confirmation import (
 )
 from tuner.engine_args import cli_flags
 from tuner.environment import environment_record
+from tuner.errors import UserError
 from tuner.metrics import HIGHER_IS_BETTER
 from tuner.plugin.protocol import encode_spec
 from tuner.results.records import SWEEP_SCHEMA, SweepSummary, TrialRow, TrialState, Winner
@@ -29,8 +30,7 @@ from tuner.search_space import (
     Search,
 )
 from tuner.stats import unpaired_ratio
-from tuner.study import WORKLOAD_ATTR, require_search
-from tuner.sweep import Sweep
+from tuner.study import WORKLOAD_ATTR, make_storage, require_search
 from tuner.trial_attrs import INTERRUPTED, read
 
 UNPAIRED_NOTE = (
@@ -39,7 +39,14 @@ UNPAIRED_NOTE = (
 )
 
 
-def summarize_study(study: optuna.Study, experiment: Experiment, sweep: Sweep | None) -> SweepSummary:
+class EngineTimings(Protocol):
+    """What a summary reads of the sweep that ran in this process (a :class:`tuner.sweep.Sweep` is one)."""
+
+    start_s: list[float]  # each engine start's duration
+    switch_s: list[float]  # each in-place strategy switch's duration
+
+
+def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTimings | None) -> SweepSummary:
     """The study as plain data (schema ``tuner.sweep/1``), read back from storage."""
     search = require_search(experiment)
     trials = study.get_trials(deepcopy=False)
@@ -284,3 +291,20 @@ def detectable(summary: SweepSummary) -> str:
         if mde_value is not None:
             return f"minimum detectable effect {mde_value:.2%} at the planned confirmation"
     return "minimum detectable effect not estimated"
+
+
+def shared_dir(experiment: Experiment) -> Path:
+    """Where the results of a shared study go: ``<results>/<experiment>/workers/``."""
+    return experiment.output_dir / experiment.name / "workers"
+
+
+def summarize_shared_study(experiment: Experiment, storage: str, study_name: str | None = None) -> Path:
+    """Summarise a shared study into ``shared_dir`` (summary.json, winner files) for ``tuner report``."""
+    name = study_name or experiment.name
+    try:
+        study = optuna.load_study(study_name=name, storage=make_storage(storage, require_search(experiment)))
+    except KeyError:
+        raise UserError.single(storage, f"no study named {name!r} in this storage") from None
+    out_dir = shared_dir(experiment)
+    write_outputs(summarize_study(study, experiment, None), out_dir)
+    return out_dir

@@ -43,7 +43,7 @@ from tuner.study import (
 )
 from tuner.sweep import Sweep
 from tuner.sweep_flow import require_complete, write_summary
-from tuner.sweep_summary import summarize_study, write_outputs
+from tuner.sweep_summary import shared_dir
 from tuner.trial_attrs import record
 
 WAITING = optuna.trial.TrialState.WAITING
@@ -218,11 +218,6 @@ class WorkerSweep(Sweep):
         return super().objective(trial)
 
 
-def shared_dir(experiment: Experiment) -> Path:
-    """Where the results of a shared study go: ``<results>/<experiment>/workers/``."""
-    return experiment.output_dir / experiment.name / "workers"
-
-
 def run_worker(
     experiment: Experiment, feedback: Feedback = SILENT, *, storage: str, study_name: str | None = None
 ) -> Path:
@@ -243,16 +238,4 @@ def run_worker(
             lock.release()
             summary = write_summary(study, experiment, sweep, out_dir, feedback)
     require_complete(summary)
-    return out_dir
-
-
-def summarize_shared_study(experiment: Experiment, storage: str, study_name: str | None = None) -> Path:
-    """Summarise a shared study into ``shared_dir`` (summary.json, winner files) for ``tuner report``."""
-    name = study_name or experiment.name
-    try:
-        study = optuna.load_study(study_name=name, storage=make_storage(storage, require_search(experiment)))
-    except KeyError:
-        raise UserError.single(storage, f"no study named {name!r} in this storage") from None
-    out_dir = shared_dir(experiment)
-    write_outputs(summarize_study(study, experiment, None), out_dir)
     return out_dir
