@@ -48,7 +48,8 @@ import numpy.typing as npt
 from scipy import optimize as _opt
 from scipy import special as _sp
 
-from tuner.stats import RatioEstimate, _verdict
+from tuner.stats import RatioEstimate
+from tuner.stats.estimate import _verdict
 
 __all__ = ["AdjustedStepRatio", "adjusted_step_fit", "adjusted_step_ratio", "random_units"]
 

@@ -1,0 +1,48 @@
+"""Statistics for comparing benchmark runs on a noisy host.
+
+Everything here is a pure function on numbers: no I/O, no vLLM. The central
+quantity is the ratio treatment/baseline (1.0 = no change), estimated with a
+bootstrap confidence interval so that a tuning decision is only called when the
+interval clears 1 -- host noise otherwise produces "wins" that do not replicate.
+
+For throughput-like quantities the ratio of sums (:func:`paired_ratio_of_sums`)
+is the estimand, with a sign-flip test of the same statistic and the CI that
+inverts that test (it holds its coverage at a handful of pairs, where the
+bootstrap's does not). Across several
+candidates and looks: Holm's step-down, O'Brien-Fleming group-sequential
+boundaries, and the power functions (MDE, pairs needed) that size a comparison
+from the per-pair log-ratio SD; :func:`mirrored_order` balances carry-over.
+
+One module per job, as Optuna lays out ``samplers/``: ``estimate`` (the estimate and its verdict), ``bootstrap``,
+``ratio_of_sums`` (the sign-flip test and its inverted CI), ``sequential`` and ``power``; this package's names are
+the public ones.
+"""
+
+from tuner.stats.bootstrap import paired_ratio, unpaired_ratio
+from tuner.stats.estimate import RatioEstimate, Statistic, Verdict, false_positive_rate, is_settled, percentiles
+from tuner.stats.power import detection_power, mde, mirrored_order, pairs_needed
+from tuner.stats.ratio_of_sums import UNBOUNDED_LOG, paired_ratio_of_sums, ratio_of_sums_estimates
+from tuner.stats.sequential import boundary_crossing, holm, obf_boundaries, obf_constant, sequential_p_value
+
+__all__ = [
+    "UNBOUNDED_LOG",
+    "RatioEstimate",
+    "Statistic",
+    "Verdict",
+    "boundary_crossing",
+    "detection_power",
+    "false_positive_rate",
+    "holm",
+    "is_settled",
+    "mde",
+    "mirrored_order",
+    "obf_boundaries",
+    "obf_constant",
+    "paired_ratio",
+    "paired_ratio_of_sums",
+    "pairs_needed",
+    "percentiles",
+    "ratio_of_sums_estimates",
+    "sequential_p_value",
+    "unpaired_ratio",
+]
