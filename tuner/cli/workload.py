@@ -42,8 +42,7 @@ def inspect(
     from tuner.config import load_experiment
     from tuner.errors import UserError
     from tuner.results.files import write_json
-    from tuner.results.plots import workload_shape
-    from tuner.results.workload_section import PLOT, describe, length_rows
+    from tuner.results.workload_section import PLOT, describe, length_rows, workload_plot
     from tuner.traffic.inspect import guess_format, inspect_file
     from tuner.workload import dataset_plan
 
@@ -73,7 +72,7 @@ def inspect(
         try:
             written = [
                 write_json(out / "workload.json", record),
-                workload_shape(out / PLOT, record["shape"], title=title),
+                workload_plot(out / PLOT, record["shape"], title=title),
             ]
         except OSError as exc:
             raise UserError.single(str(out), f"cannot write: {exc.strerror or exc}") from None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.calibration import Calibration, cost_line
-from tuner.results import plots
 from tuner.results.files import write_text
 
 
@@ -21,7 +23,7 @@ def _ci(ci: tuple[float, float] | None) -> str:
 def write_report(directory: Path, record: Calibration) -> Path:
     """Write the report and its plot into ``directory``; return the report's path."""
     points = [
-        plots.PrecisionPoint(
+        PrecisionPoint(
             _label(p["method"], p["block_steps"]),
             p["elapsed_s"],
             100 * math.expm1(1.96 * p["log_sd"] / math.sqrt(max(p["pairs"], 1))),
@@ -29,7 +31,7 @@ def write_report(directory: Path, record: Calibration) -> Path:
         )
         for p in record["precision"]
     ]
-    plots.precision(directory / "precision.png", points, title=f"{record['experiment']}: A/A precision per method")
+    precision_plot(directory / "precision.png", points, title=f"{record['experiment']}: A/A precision per method")
     lines = [
         f"# Calibration: {record['experiment']}",
         "",
@@ -70,3 +72,35 @@ def write_report(directory: Path, record: Calibration) -> Path:
         "",
     ]
     return write_text(directory / "report.md", "\n".join(lines))
+
+
+@dataclass(frozen=True)
+class PrecisionPoint:
+    """One method's A/A: engine seconds spent, and the +-CI half-width (in %) it reached."""
+
+    label: str
+    elapsed_s: float
+    half_width_pct: float
+    engine_s_per_pct: float
+
+
+def precision_plot(path: Path, points: Sequence[PrecisionPoint], *, title: str) -> Path:
+    """Precision against engine time per method: each measured point and its 1/sqrt(time) curve, log-log."""
+    from tuner.results.plots import SERIES_COLORS, figure, save
+
+    fig = figure(7, 4.2)
+    ax = fig.subplots()
+    for color, point in zip(itertools.cycle(SERIES_COLORS), points, strict=False):
+        if not (math.isfinite(point.engine_s_per_pct) and point.engine_s_per_pct > 0):
+            continue
+        times = [point.engine_s_per_pct * f for f in (0.04, 0.1, 0.25, 1, 4, 16, 64)]
+        ax.plot(times, [(point.engine_s_per_pct / t) ** 0.5 for t in times], color=color, lw=1, alpha=0.6)
+        ax.plot([point.elapsed_s], [point.half_width_pct], "o", color=color, label=point.label)
+    ax.axhline(1.0, color="grey", ls="--", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("engine seconds")
+    ax.set_ylabel("95% CI half-width (%)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return save(fig, path)

@@ -262,9 +262,9 @@ def plot_name(series: Series) -> str:
 
 def plot(series: Series, change_points: Sequence[ChangePoint], path: Path) -> Path:
     """Values by commit, the mean of each stretch between change points, each change point marked and labelled."""
-    from tuner.results.plots import VERDICT_COLORS, _figure, _save
+    from tuner.results.plots import VERDICT_COLORS, figure, save
 
-    fig = _figure(10, 4.2)
+    fig = figure(10, 4.2)
     ax = fig.subplots()
     xs = range(len(series.points))
     ax.plot(xs, [p.value for p in series.points], marker="o", markersize=3, linewidth=1, color="#4c72b0")
@@ -293,7 +293,7 @@ def plot(series: Series, change_points: Sequence[ChangePoint], path: Path) -> Pa
     ax.grid(True, axis="y", alpha=0.3)
     better = {"bigger": " (higher is better)", "smaller": " (lower is better)", None: ""}[series.better]
     ax.set_title(f"{series.name}{better}", fontsize=9)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 # ------------------------------------------------------------------------------------------ command

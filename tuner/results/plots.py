@@ -24,7 +24,6 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from tuner.plugin.protocol import tag_hidden
 from tuner.results.files import write_bytes
-from tuner.traffic.shape import WorkloadShape
 
 DPI = 110
 VERDICT_COLORS = {
@@ -44,13 +43,14 @@ PERCENTILE_COLORS = {"p50": "#4c72b0", "p90": "#dd8452", "p99": "#c44e52"}
 SERIES_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
 
 
-def _figure(width: float, height: float) -> Figure:
+def figure(width: float, height: float) -> Figure:
+    """A figure of ``width`` x ``height`` inches on its own Agg canvas (no pyplot, no display)."""
     fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
     """Render to PNG and replace ``path`` atomically."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)
@@ -87,7 +87,7 @@ def throughput(
     path: Path, reps: Sequence[str], tokens: Mapping[str, Sequence[float]], requests: Sequence[float], *, title: str
 ) -> Path:
     """Token throughput (grouped bars) and request throughput per repetition, each with its median."""
-    fig = _figure(9, 3.8)
+    fig = figure(9, 3.8)
     left, right = fig.subplots(1, 2, width_ratios=[2, 1])
     nice = {name: name.replace("_tokens_per_s", " tokens/s") for name in tokens}
     _grouped_bars(left, reps, {nice[k]: v for k, v in tokens.items()}, SERIES_COLORS)
@@ -103,14 +103,14 @@ def throughput(
     right.margins(y=0.18)
     right.legend(loc="upper left", ncol=2, fontsize=8)
     fig.suptitle(title)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def latency(
     path: Path, reps: Sequence[str], families: Mapping[str, Mapping[str, Sequence[float]]], *, title: str
 ) -> Path:
     """One panel per latency family (TTFT, TPOT, ITL, E2E): p50/p90/p99 per repetition."""
-    fig = _figure(10, 6.4)
+    fig = figure(10, 6.4)
     axes = fig.subplots(2, 2).ravel()
     for ax, (family, percentiles) in zip(axes, families.items(), strict=False):
         _grouped_bars(ax, reps, percentiles, [PERCENTILE_COLORS.get(p, "#777777") for p in percentiles])
@@ -120,7 +120,7 @@ def latency(
     for ax in axes[len(families) :]:
         ax.set_visible(False)
     fig.suptitle(title)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def bucket_labels(edges_ms: Sequence[float], n_counts: int) -> list[str]:
@@ -139,7 +139,7 @@ def gc_histograms(
     n_counts = max((len(c) for series in processes.values() for c in series.values()), default=len(edges_ms) + 1)
     labels = bucket_labels(edges_ms, n_counts)
     rows = max(len(processes), 1)
-    fig = _figure(10, 1.2 + 2.5 * rows)
+    fig = figure(10, 1.2 + 2.5 * rows)
     axes = fig.subplots(rows, 1, squeeze=False)[:, 0]
     for ax, (process, series) in zip(axes, processes.items(), strict=False):
         padded = {name: [*counts, *[0] * (n_counts - len(counts))] for name, counts in series.items()}
@@ -167,7 +167,7 @@ def gc_histograms(
             ax.set_ylim(0, 1)
     axes[-1].set_xlabel("GC pause [ms] (log-spaced buckets)")
     fig.suptitle(title)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def gc_share_rss(
@@ -179,7 +179,7 @@ def gc_share_rss(
     title: str,
 ) -> Path:
     """GC share of wall time (%) and peak RSS (MiB) per process, one bar per series."""
-    fig = _figure(10, 3.8)
+    fig = figure(10, 3.8)
     left, right = fig.subplots(1, 2)
     labels = [p if len(p) <= 16 else p[:15] + "…" for p in processes]
     _grouped_bars(left, labels, share_pct, SERIES_COLORS)
@@ -192,7 +192,7 @@ def gc_share_rss(
     if len(share_pct) > 1:
         fig.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncol=len(share_pct), fontsize=8)
     fig.suptitle(title)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 # -------------------------------------------------------------------------------------------- sweeps
@@ -219,7 +219,7 @@ def ratios(path: Path, panels: Sequence[RatioPanel], *, title: str) -> Path:
     """Per metric: each trial's ratio to the baseline as a bar from 1, with its CI; baseline marked at 1."""
     n_bars = max((len(p.bars) for p in panels), default=1)
     detailed = n_bars <= 10  # few trials: tick labels carry the configuration, else just the trial number
-    fig = _figure(min(max(9.0, (1.6 if detailed else 0.45) * n_bars + 3.5), 24), 1.2 + 4.0 * len(panels))
+    fig = figure(min(max(9.0, (1.6 if detailed else 0.45) * n_bars + 3.5), 24), 1.2 + 4.0 * len(panels))
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     seen: set[str] = set()
     any_infeasible = False
@@ -289,7 +289,7 @@ def ratios(path: Path, panels: Sequence[RatioPanel], *, title: str) -> Path:
     axes[0].legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1].set_xlabel("trial")
     fig.suptitle(title)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def ratio_tick_label(value: float, _pos: int | None = None) -> str:
@@ -324,7 +324,7 @@ class ParetoPoint:
 
 def pareto(path: Path, points: Sequence[ParetoPoint], *, x_label: str, y_label: str, title: str) -> Path:
     """Scatter of two objectives; the Pareto front joined and highlighted, the baseline marked."""
-    fig = _figure(8, 5.2)
+    fig = figure(8, 5.2)
     ax = fig.subplots()
     others = [p for p in points if not p.front and not p.baseline]
     feasible = [p for p in others if p.feasible]
@@ -349,20 +349,20 @@ def pareto(path: Path, points: Sequence[ParetoPoint], *, x_label: str, y_label: 
     ax.grid(True, alpha=0.3)
     ax.margins(0.12)
     ax.legend(fontsize=8, loc="best")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def importance(path: Path, values: dict[str, float], *, title: str) -> Path:
     """Horizontal bars of parameter importance, largest on top."""
     ordered = sorted(values.items(), key=lambda kv: kv[1])
-    fig = _figure(8, 1.2 + 0.45 * max(len(ordered), 1))
+    fig = figure(8, 1.2 + 0.45 * max(len(ordered), 1))
     ax = fig.subplots()
     ax.barh([k for k, _ in ordered], [v for _, v in ordered], color=SERIES_COLORS[0])
     for y, (_, v) in enumerate(ordered):
         ax.annotate(f"{v:.2f}", (v, y), textcoords="offset points", xytext=(4, -3), fontsize=8)
     ax.set(xlabel="relative importance (first objective; sums to 1)", ylabel="parameter", title=title)
     ax.set_xlim(0, max([v for _, v in ordered] + [0.01]) * 1.15)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def timeline(path: Path, window: Mapping[str, Any], *, title: str) -> Path:
@@ -370,7 +370,7 @@ def timeline(path: Path, window: Mapping[str, Any], *, title: str) -> Path:
     and the slowest inter-token samples in it, on one time axis (ms from the window's start)."""
     pauses: Mapping[str, Sequence[Sequence[float]]] = window["pauses"]
     lanes = ["EngineCore steps", *(f"{name} GC" for name in pauses), "slowest tokens"]
-    fig = _figure(10, 1.0 + 0.5 * len(lanes))
+    fig = figure(10, 1.0 + 0.5 * len(lanes))
     ax = fig.add_subplot()
     y = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}
     steps = [(s * 1e3, (e - s) * 1e3) for s, e in window["steps"]]
@@ -403,7 +403,7 @@ def timeline(path: Path, window: Mapping[str, Any], *, title: str) -> Path:
         ncol=4,
         fontsize="small",
     )
-    return _save(fig, path)
+    return save(fig, path)
 
 
 # ------------------------------------------------------------------------------------------ dashboard
@@ -431,7 +431,7 @@ def dashboard(path: Path, series: Sequence[BenchSeries], *, title: str, alert: M
     point (``alert[better]``, e.g. 1.05 for 105%)."""
     columns = 2 if len(series) > 1 else 1
     rows = math.ceil(len(series) / columns)
-    fig = _figure(5.2 * columns, 0.8 + 2.3 * rows)
+    fig = figure(5.2 * columns, 0.8 + 2.3 * rows)
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     for ax, item in zip(axes, series, strict=False):
         xs = list(range(len(item.points)))
@@ -470,7 +470,7 @@ def dashboard(path: Path, series: Sequence[BenchSeries], *, title: str, alert: M
     ]
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8)
     fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def _wrap(text: str, width: int) -> str:
@@ -482,61 +482,3 @@ def _wrap(text: str, width: int) -> str:
             line = ""
         line += part
     return "\n".join([*lines, line])
-
-
-@dataclass(frozen=True)
-class PrecisionPoint:
-    """One method's A/A: engine seconds spent, and the +-CI half-width (in %) it reached."""
-
-    label: str
-    elapsed_s: float
-    half_width_pct: float
-    engine_s_per_pct: float
-
-
-def precision(path: Path, points: Sequence[PrecisionPoint], *, title: str) -> Path:
-    """Precision against engine time per method: each measured point and its 1/sqrt(time) curve, log-log."""
-    fig = _figure(7, 4.2)
-    ax = fig.subplots()
-    for color, point in zip(itertools.cycle(SERIES_COLORS), points, strict=False):
-        if not (math.isfinite(point.engine_s_per_pct) and point.engine_s_per_pct > 0):
-            continue
-        times = [point.engine_s_per_pct * f for f in (0.04, 0.1, 0.25, 1, 4, 16, 64)]
-        ax.plot(times, [(point.engine_s_per_pct / t) ** 0.5 for t in times], color=color, lw=1, alpha=0.6)
-        ax.plot([point.elapsed_s], [point.half_width_pct], "o", color=color, label=point.label)
-    ax.axhline(1.0, color="grey", ls="--", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("engine seconds")
-    ax.set_ylabel("95% CI half-width (%)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return _save(fig, path)
-
-
-def workload_shape(path: Path, shape: WorkloadShape, *, title: str) -> Path:
-    """The traffic a result holds for: prompt and output length histograms, and requests sent per second over
-    time (or a note that all were sent at once)."""
-    fig = _figure(11, 3.4)
-    axes = fig.subplots(1, 3)
-    for ax, histogram, label, color in (
-        (axes[0], shape["input_histogram"], "prompt tokens", SERIES_COLORS[0]),
-        (axes[1], shape["output_histogram"], "output tokens", SERIES_COLORS[1]),
-    ):
-        ax.stairs(histogram["counts"], histogram["edges"], fill=True, color=color, alpha=0.8)
-        ax.set_xlabel(label)
-        ax.set_ylabel("requests")
-    arrivals = shape["arrivals"]
-    ax = axes[2]
-    if arrivals is None:
-        ax.text(0.5, 0.5, "all requests sent at once", ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-    else:
-        width = arrivals["bin_s"]
-        rates = [c / width for c in arrivals["counts"]]
-        ax.stairs(rates, [i * width for i in range(len(rates) + 1)], fill=True, color=SERIES_COLORS[2], alpha=0.8)
-        ax.axhline(arrivals["mean_rate"], color="grey", ls="--", lw=0.8)
-        ax.set_xlabel("seconds since the first request")
-        ax.set_ylabel(f"requests/s (per {width:g} s)")
-    fig.suptitle(f"{title}: {shape['requests']:,} requests")
-    return _save(fig, path)

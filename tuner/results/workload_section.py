@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuner.results.document import Doc
+from tuner.traffic.shape import WorkloadShape
 from tuner.traffic.workload_record import WorkloadRecord
 
 PLOT = "workload.png"
@@ -54,14 +55,42 @@ def length_rows(record: WorkloadRecord) -> list[list[str]]:
 
 def workload_section(doc: Doc, out: Path, record: WorkloadRecord | None, *, title: str) -> None:
     """The section, with ``workload.png`` in ``out``; nothing for results written before workloads were recorded."""
-    from tuner.results import plots
-
     if record is None:
         return
     doc.h("Workload")
     doc.bullets(describe(record))
     doc.table(["", "min", "p50", "p90", "p99", "max", "mean", "total"], length_rows(record))
     doc.image(
-        plots.workload_shape(out / PLOT, record["shape"], title=title),
+        workload_plot(out / PLOT, record["shape"], title=title),
         "Prompt and output lengths of the requests replayed, and how many were sent per second.",
     )
+
+
+def workload_plot(path: Path, shape: WorkloadShape, *, title: str) -> Path:
+    """The traffic a result holds for: prompt and output length histograms, and requests sent per second over
+    time (or a note that all were sent at once)."""
+    from tuner.results.plots import SERIES_COLORS, figure, save
+
+    fig = figure(11, 3.4)
+    axes = fig.subplots(1, 3)
+    for ax, histogram, label, color in (
+        (axes[0], shape["input_histogram"], "prompt tokens", SERIES_COLORS[0]),
+        (axes[1], shape["output_histogram"], "output tokens", SERIES_COLORS[1]),
+    ):
+        ax.stairs(histogram["counts"], histogram["edges"], fill=True, color=color, alpha=0.8)
+        ax.set_xlabel(label)
+        ax.set_ylabel("requests")
+    arrivals = shape["arrivals"]
+    ax = axes[2]
+    if arrivals is None:
+        ax.text(0.5, 0.5, "all requests sent at once", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+    else:
+        width = arrivals["bin_s"]
+        rates = [c / width for c in arrivals["counts"]]
+        ax.stairs(rates, [i * width for i in range(len(rates) + 1)], fill=True, color=SERIES_COLORS[2], alpha=0.8)
+        ax.axhline(arrivals["mean_rate"], color="grey", ls="--", lw=0.8)
+        ax.set_xlabel("seconds since the first request")
+        ax.set_ylabel(f"requests/s (per {width:g} s)")
+    fig.suptitle(f"{title}: {shape['requests']:,} requests")
+    return save(fig, path)
