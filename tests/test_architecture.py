@@ -189,3 +189,21 @@ def test_the_sweep_summary_reads_a_study_without_the_engine() -> None:
     """``tuner report --storage`` summarises a shared study: plain data from storage, no engine imported."""
     reached = _closure(import_graph(), "tuner.sweep_summary")
     assert reached and not reached & set(ENGINE_SIDE), sorted(reached & set(ENGINE_SIDE))
+
+
+def test_modules_and_functions_stay_small() -> None:
+    """One job per module and per function: no module of ``tuner/`` over 500 lines, no function over 80."""
+    too_long = []
+    for name, path in _modules().items():
+        if not name.startswith("tuner"):
+            continue
+        text = path.read_text()
+        lines = text.count("\n")
+        if lines > 500:
+            too_long.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > 80:
+                    too_long.append(f"{name}.{node.name}: {length} lines")
+    assert too_long == []
