@@ -205,3 +205,10 @@ def test_telemetry_can_be_switched_off_and_on_to_measure_its_cost() -> None:
         assert state.probe._callback in gc.callbacks and state.telemetry
     finally:
         state.probe.uninstall()
+
+
+@pytest.mark.parametrize(("data", "message"), [([], "a JSON object"), ({"op": "explode"}, "unknown tuner control op")])
+def test_a_control_request_from_json_needs_a_known_op(data: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        protocol.as_control_request(data)
+    assert protocol.as_control_request({"op": "report"}) == protocol.REPORT

@@ -40,7 +40,7 @@ from tuner.feedback import SILENT, Feedback, task
 from tuner.interleave import InterleaveResult, interleaved_comparison
 from tuner.measure import StrategyNotActive, Workbench, inactive_strategies
 from tuner.pairing import measure_pairs
-from tuner.plugin.protocol import StrategySet, encode_spec
+from tuner.plugin.protocol import REPORT, StrategySet, encode_spec, switch_request
 from tuner.results.calibration_report import write_report
 from tuner.search_space import Objective, Pairs
 from tuner.stats import RatioEstimate
@@ -199,7 +199,7 @@ def _recover(bench: Workbench, side: Side, delay_s: float, block_steps: int, bud
 
 
 def _topology(bench: Workbench, result: InterleaveResult) -> dict[str, str]:
-    reports = bench.session.control({"op": "report"})
+    reports = bench.session.control(REPORT)
     in_core = any({"engine_core", "worker"} <= set(r["roles"]) for r in reports)
     return {
         "executor": "uni (the worker inside EngineCore)" if in_core else "mp (worker processes)",
@@ -228,7 +228,7 @@ def _active_here(bench: Workbench) -> dict[str, str]:
         if not cls.switchable or name == YARDSTICK:
             continue
         wanted: StrategySet = {name: {}}
-        reports = bench.session.control({"op": "switch", "strategies": wanted})
+        reports = bench.session.control(switch_request(wanted))
         problems = inactive_strategies(reports, wanted)
         if not problems:
             bench.strategies = wanted

@@ -31,6 +31,7 @@ from tuner.metrics import RequestTiming
 from tuner.plugin.protocol import (
     CONTROL_METHOD,
     ENV_VAR,
+    ControlRequest,
     ProcessReport,
     control_every_engine,
     load_plugin_here,
@@ -245,7 +246,7 @@ class EngineSession(ABC):
     def vocab_size(self) -> int: ...
 
     @abstractmethod
-    def _engine_control(self, request: dict[str, Any]) -> list[ProcessReport]: ...
+    def _engine_control(self, request: ControlRequest) -> list[ProcessReport]: ...
 
     @abstractmethod
     def run(
@@ -282,7 +283,7 @@ class EngineSession(ABC):
                 proc.kill()
         psutil.wait_procs(getattr(self, "processes", []), timeout=10)
 
-    def control(self, request: dict[str, Any]) -> list[ProcessReport]:
+    def control(self, request: ControlRequest) -> list[ProcessReport]:
         """Send a plugin control request to every process; one report per process (front-end first)."""
         self.check_alive()
         local = local_control(request) if self.local_frontend else None
@@ -312,7 +313,7 @@ class OfflineSession(EngineSession):
     def vocab_size(self) -> int:
         return int(self.engine.model_config.get_vocab_size())
 
-    def _engine_control(self, request: dict[str, Any]) -> list[ProcessReport]:
+    def _engine_control(self, request: ControlRequest) -> list[ProcessReport]:
         return list(self.engine.engine_core.call_utility(CONTROL_METHOD, request))
 
     def run(
@@ -378,7 +379,7 @@ class StreamingSession(EngineSession):
     def vocab_size(self) -> int:
         return int(self.engine.model_config.get_vocab_size())
 
-    def _engine_control(self, request: dict[str, Any]) -> list[ProcessReport]:
+    def _engine_control(self, request: ControlRequest) -> list[ProcessReport]:
         return self._loop.run(control_every_engine(self.engine.engine_core, request))
 
     def run(

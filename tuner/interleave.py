@@ -22,7 +22,15 @@ import numpy as np
 
 from tuner.measure import Workbench, check_ran
 from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
-from tuner.plugin.protocol import BlockRecord, ProcessReport, StrategySet, interleave_start
+from tuner.plugin.protocol import (
+    INTERLEAVE_DRAIN,
+    INTERLEAVE_STOP,
+    RESET,
+    BlockRecord,
+    ProcessReport,
+    StrategySet,
+    interleave_start,
+)
 from tuner.stats import RatioEstimate, is_settled, paired_ratio_of_sums
 
 BlockSum = tuple[int, float]  # comparable steps, their seconds (settle included)
@@ -152,16 +160,16 @@ def interleaved_comparison(
     belongs (its counters did not move): no number from it."""
     session = bench.session
     bench.switch({})
-    session.control({"op": "reset"})  # counters from here on prove the arms ran in every process
+    session.control(RESET)  # counters from here on prove the arms ran in every process
     start = interleave_start(arm_a, arm_b, block_steps=block_steps, seed=seed, settle=settle)
-    session.control(dict(start))
+    session.control(start)
     blocks: list[BlockRecord] = []
     started = time.perf_counter()
     try:
         while time.perf_counter() - started < budget_s:
             bench.fresh_prefix_cache()
             session.run(bench.requests, [0.0] * len(bench.requests), bench.experiment.workload.sampling)
-            blocks += _drain(session.control({"op": "interleave_drain"}))
+            blocks += _drain(session.control(INTERLEAVE_DRAIN))
             sums = _sums(blocks, block_steps)
             if target_pairs is not None and len(sums) >= target_pairs:
                 break
@@ -171,7 +179,7 @@ def interleaved_comparison(
                 if estimate is not None and is_settled(estimate, resolution):
                     break
     finally:
-        stopped = session.control({"op": "interleave_stop"})
+        stopped = session.control(INTERLEAVE_STOP)
         blocks += _drain(stopped)
     check_ran(stopped, {*arm_a, *arm_b})
     result = _estimate(blocks, block_steps, resolution)

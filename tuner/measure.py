@@ -11,7 +11,7 @@ from tuner.engine_args import resolve_engine_args
 from tuner.errors import StrategyNotActive
 from tuner.feedback import SILENT, Feedback, task
 from tuner.metrics import summarize
-from tuner.plugin.protocol import PLUGIN_ERROR, ProcessReport
+from tuner.plugin.protocol import PLUGIN_ERROR, REPORT, RESET, ProcessReport, switch_request
 from tuner.server import EndpointSession, ServerSession
 from tuner.tail import attribute
 from tuner.traffic.requests import RequestSpec
@@ -131,7 +131,7 @@ class Workbench:
             self.session.run(warm, [0.0] * len(warm), workload.sampling)
 
     def switch(self, strategies: dict[str, dict[str, Any]]) -> list[ProcessReport]:
-        reports = self.session.control({"op": "switch", "strategies": strategies})
+        reports = self.session.control(switch_request(strategies))
         check_active(reports, strategies)
         self.strategies = strategies
         return reports
@@ -152,12 +152,12 @@ class Workbench:
         """Run the workload once; return its metrics, per-process telemetry and output token ids."""
         workload = self.experiment.workload
         self.fresh_prefix_cache(feedback)
-        self.session.control({"op": "reset"})
+        self.session.control(RESET)
         with task(feedback, label, len(self.requests)) as requests:
             timings, wall = self.session.run(
                 self.requests, self.offsets, workload.sampling, workload.concurrency, requests.update
             )
-        processes = self.session.control({"op": "report"})
+        processes = self.session.control(REPORT)
         check_active(processes, self.strategies, moved=True)  # no number from a strategy that did not run
         slo = self.experiment.measure.slo
         metrics = summarize(timings, wall, slo)

@@ -32,7 +32,7 @@ from tuner.config import Sampling, Serve
 from tuner.engine import EngineError, EngineSession, Progress, drive_requests
 from tuner.engine_args import cli_flags
 from tuner.metrics import RequestTiming
-from tuner.plugin.protocol import ENV_VAR, ProcessReport
+from tuner.plugin.protocol import ENV_VAR, ControlRequest, ProcessReport
 from tuner.traffic.requests import RequestSpec
 
 MODEL_NAME = "tuner-model"  # the served model name when the engine args do not set one
@@ -249,7 +249,7 @@ class ServerSession(HttpSession):
             self.control_port = int(self.port_file.read_text())
         return f"http://{HOST}:{self.control_port}/control"
 
-    def _engine_control(self, request: dict[str, Any]) -> list[ProcessReport]:
+    def _engine_control(self, request: ControlRequest) -> list[ProcessReport]:
         url = self._control_url()
         headers = {"Authorization": f"Bearer {self.control_token}"}
         try:
@@ -293,7 +293,7 @@ class EndpointSession(HttpSession):
             raise EngineError(f"{self.url} serves no model")
         self.model_name = models[0]
 
-    def _engine_control(self, request: dict[str, Any]) -> list[ProcessReport]:
+    def _engine_control(self, request: ControlRequest) -> list[ProcessReport]:
         return []  # no plugin of ours there: no per-process reports
 
     def _stop(self) -> None:

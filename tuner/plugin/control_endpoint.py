@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tuner.plugin.protocol import ProcessReport, control_every_engine
+from tuner.plugin.protocol import ControlRequest, ProcessReport, as_control_request, control_every_engine
 
 HOST = "127.0.0.1"
 ENGINE_TIMEOUT_S = 120.0
@@ -75,10 +75,7 @@ def make_handler(token: str, answer: Any) -> type[BaseHTTPRequestHandler]:
                 self._reply(413, {"error": f"the body must be 0 to {MAX_BODY_BYTES} bytes"})
                 return
             try:
-                request = json.loads(self.rfile.read(length))
-                if not isinstance(request, dict):
-                    raise ValueError("a control request is a JSON object")
-                self._reply(200, answer(request))
+                self._reply(200, answer(as_control_request(json.loads(self.rfile.read(length)))))
             except Exception as exc:  # reported to the tuner, which fails the run with it
                 self._reply(500, {"error": f"{type(exc).__name__}: {exc}"})
 
@@ -111,7 +108,7 @@ def serve_control(token: str, port_file: Path, answer: Any) -> ThreadingHTTPServ
 
 
 def start_control_endpoint(
-    handle: Callable[[dict[str, Any]], ProcessReport], engine: Any, control: dict[str, Any]
+    handle: Callable[[ControlRequest], ProcessReport], engine: Any, control: dict[str, Any]
 ) -> ThreadingHTTPServer:
     """Serve control requests for this process (``handle``) and ``engine`` (an ``AsyncLLM``).
 
@@ -120,7 +117,7 @@ def start_control_endpoint(
     """
     loop = asyncio.get_running_loop()
 
-    def answer(request: dict[str, Any]) -> list[ProcessReport]:
+    def answer(request: ControlRequest) -> list[ProcessReport]:
         reports = [handle(request)]
         call = control_every_engine(engine.engine_core, request)
         return reports + asyncio.run_coroutine_threadsafe(call, loop).result(timeout=ENGINE_TIMEOUT_S)

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from strategies import ProcessContext, Role
 from tuner.plugin.intervals import IntervalRing
-from tuner.plugin.protocol import CONTROL_METHOD, PLUGIN_ERROR, STEP_TAG_ATTRIBUTE, ProcessReport
+from tuner.plugin.protocol import CONTROL_METHOD, PLUGIN_ERROR, STEP_TAG_ATTRIBUTE, ControlRequest, ProcessReport
 from tuner.plugin.step_interleaver import StepArms, StepInterleaver
 
 logger = logging.getLogger("tuner.plugin")
@@ -32,7 +32,7 @@ class PluginProcess(Protocol):
 
     def on_ready(self, role: Role, vllm_config: Any, owner: Any) -> None: ...
 
-    def handle(self, request: dict[str, Any]) -> ProcessReport: ...
+    def handle(self, request: ControlRequest) -> ProcessReport: ...
 
 
 Current = Callable[[], PluginProcess | None]
@@ -58,7 +58,7 @@ def _hook(cls: type, method: str, callback: Callable[[Any], None], *, before: bo
 
 
 def _control_methods(current: Current) -> tuple[Callable[..., list[ProcessReport]], Callable[..., ProcessReport]]:
-    def engine_core_control(engine_core: Any, request: dict[str, Any]) -> list[ProcessReport]:
+    def engine_core_control(engine_core: Any, request: ControlRequest) -> list[ProcessReport]:
         """``EngineCore.tuner_control``: this process's report plus every worker's."""
         process = current()
         assert process is not None, "tuner hooks run only after register()"
@@ -67,7 +67,7 @@ def _control_methods(current: Current) -> tuple[Callable[..., list[ProcessReport
             reports += engine_core.model_executor.collective_rpc(CONTROL_METHOD, args=(request,))
         return reports
 
-    def worker_control(worker: Any, request: dict[str, Any]) -> ProcessReport:
+    def worker_control(worker: Any, request: ControlRequest) -> ProcessReport:
         process = current()
         assert process is not None, "tuner hooks run only after register()"
         return process.handle(request)

@@ -20,6 +20,7 @@ from tuner.plugin.intervals import IntervalRing
 from tuner.plugin.protocol import (
     ENV_VAR,
     PLUGIN_ERROR,
+    ControlRequest,
     InterleaveBlocks,
     InterleaveStart,
     ProcessReport,
@@ -163,29 +164,28 @@ class ProcessState:
             "steps": self.steps.export() if Role.ENGINE_CORE in self.contexts else None,
         }
 
-    def handle(self, request: dict[str, Any]) -> ProcessReport:
-        """Serve one control request: ``{"op": "report"|"reset"|"switch"|"telemetry"|"interleave_*", ...}``."""
-        op = request.get("op")
+    def handle(self, request: ControlRequest) -> ProcessReport:
+        """Serve one control request (:data:`~tuner.plugin.protocol.ControlRequest`)."""
         interleave = None
-        if op == "switch":
+        if request["op"] == "switch":
             self.switch(request["strategies"])
-        elif op == "telemetry":  # the observer-cost benchmark: the same engine with and without the GC timers
+        elif request["op"] == "telemetry":  # the observer-cost benchmark: the same engine with and without the timers
             self.telemetry = bool(request["enabled"])
             (self.probe.install if self.telemetry else self.probe.uninstall)()
-        elif op == "interleave_start":
-            self._interleave_start(request)  # type: ignore[arg-type]
-        elif op in {"interleave_drain", "interleave_stop"}:
-            interleave = self._interleave_blocks(stop=op == "interleave_stop")
-        elif op == "reset":
+        elif request["op"] == "interleave_start":
+            self._interleave_start(request)
+        elif request["op"] in {"interleave_drain", "interleave_stop"}:
+            interleave = self._interleave_blocks(stop=request["op"] == "interleave_stop")
+        elif request["op"] == "reset":
             self.probe.reset()
             self.steps.clear()
             for name in self.installable:
                 get_strategy(name).counters.clear()
             self.verify()  # in force when the repetition starts ...
-        elif op == "report":
+        elif request["op"] == "report":
             self.verify()  # ... and when it ends
         else:
-            raise ValueError(f"unknown tuner control op {op!r}")
+            raise ValueError(f"unknown tuner control op {request['op']!r}")
         report = self.report()
         if interleave is not None:
             report["interleave"] = interleave

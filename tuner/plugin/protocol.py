@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 ENV_VAR = "TUNER_PLUGIN"
 """Holds the JSON spec in every vLLM process: ``{"strategies": {...}, "install": [...], "control": {...}}``."""
@@ -126,6 +126,52 @@ def interleave_start(a: StrategySet, b: StrategySet, *, block_steps: int, seed: 
     return {"op": "interleave_start", "a": a, "b": b, "block_steps": block_steps, "seed": seed, "settle": settle}
 
 
+class SwitchRequest(TypedDict):
+    """Put ``strategies`` in force (every other installable strategy out of force)."""
+
+    op: Literal["switch"]
+    strategies: StrategySet
+
+
+class TelemetryRequest(TypedDict):
+    """Install or remove the GC timers (the observer-cost benchmark)."""
+
+    op: Literal["telemetry"]
+    enabled: bool
+
+
+class PlainRequest(TypedDict):
+    """``report`` (telemetry and counters since the last ``reset``), ``reset``, and the step-level comparison's
+    ``interleave_drain`` (blocks timed so far) and ``interleave_stop``."""
+
+    op: Literal["report", "reset", "interleave_drain", "interleave_stop"]
+
+
+ControlRequest = SwitchRequest | TelemetryRequest | PlainRequest | InterleaveStart
+"""Every control request the tuner sends to a process (each process answers with its :class:`ProcessReport`)."""
+
+REPORT: PlainRequest = {"op": "report"}
+RESET: PlainRequest = {"op": "reset"}
+INTERLEAVE_DRAIN: PlainRequest = {"op": "interleave_drain"}
+INTERLEAVE_STOP: PlainRequest = {"op": "interleave_stop"}
+
+
+def switch_request(strategies: StrategySet) -> SwitchRequest:
+    return {"op": "switch", "strategies": strategies}
+
+
+CONTROL_OPS = ("switch", "telemetry", "report", "reset", "interleave_start", "interleave_drain", "interleave_stop")
+
+
+def as_control_request(data: object) -> ControlRequest:
+    """A control request that arrived as JSON (serve mode's endpoint): a JSON object with a known ``op``."""
+    if not isinstance(data, dict):
+        raise ValueError("a control request is a JSON object")
+    if data.get("op") not in CONTROL_OPS:
+        raise ValueError(f"unknown tuner control op {data.get('op')!r}")
+    return cast(ControlRequest, data)
+
+
 STEP_TAG_ATTRIBUTE = "_tuner_step"
 """The attribute of a ``SchedulerOutput`` that carries its :class:`StepTag` to every process executing it."""
 
@@ -198,7 +244,7 @@ def encode_spec(strategies: StrategySet, install: list[str] | None = None) -> st
     return json.dumps({"strategies": strategies, "install": names}, sort_keys=True)
 
 
-async def control_every_engine(core_client: Any, request: dict[str, Any]) -> list[ProcessReport]:
+async def control_every_engine(core_client: Any, request: ControlRequest) -> list[ProcessReport]:
     """:data:`CONTROL_METHOD` on every EngineCore an async client manages, their reports concatenated.
 
     With data parallelism vLLM's client sends a utility call to every engine but returns only engine 0's answer
@@ -213,16 +259,16 @@ async def control_every_engine(core_client: Any, request: dict[str, Any]) -> lis
     return list(await core_client.call_utility_async(CONTROL_METHOD, request))
 
 
-_local_handler: Callable[[dict[str, Any]], ProcessReport] | None = None
+_local_handler: Callable[[ControlRequest], ProcessReport] | None = None
 
 
-def offer_local_control(handler: Callable[[dict[str, Any]], ProcessReport] | None) -> None:
+def offer_local_control(handler: Callable[[ControlRequest], ProcessReport] | None) -> None:
     """Called by the plugin in each process it runs in: ``handler`` answers control requests there."""
     global _local_handler
     _local_handler = handler
 
 
-def local_control(request: dict[str, Any]) -> ProcessReport | None:
+def local_control(request: ControlRequest) -> ProcessReport | None:
     """This process's report when the plugin runs here (a front-end inside the tuner), else None."""
     return _local_handler(request) if _local_handler is not None else None
 
