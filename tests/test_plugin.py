@@ -194,7 +194,7 @@ def test_a_state_strategy_that_is_no_longer_in_force_stops_being_active(
 
 
 def test_telemetry_can_be_switched_off_and_on_to_measure_its_cost() -> None:
-    state = plugin.ProcessState({"strategies": {}})
+    state = plugin.ProcessState({"strategies": {}, "install": []})
     state.probe.install()
     try:
         off = state.handle({"op": "telemetry", "enabled": False})
@@ -212,3 +212,23 @@ def test_a_control_request_from_json_needs_a_known_op(data: object, message: str
     with pytest.raises(ValueError, match=message):
         protocol.as_control_request(data)
     assert protocol.as_control_request({"op": "report"}) == protocol.REPORT
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{", "not valid JSON"),
+        ("[]", "must be a JSON object"),
+        ('{"strategies": {"gc_threshold": 8}}', "strategies must map each name to its parameters"),
+        ('{"install": "gc_threshold"}', "install must be a list of strategy names"),
+    ],
+)
+def test_a_plugin_spec_that_is_not_one_is_refused_saying_why(raw: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        protocol.decode_spec(raw)
+
+
+def test_a_plugin_spec_round_trips_with_its_control_endpoint() -> None:
+    control: protocol.ControlEndpointSpec = {"token": "t", "port_file": "/tmp/p"}
+    spec = protocol.decode_spec(encode_spec({"gc_threshold": {}}, ["gc_freeze"], control))
+    assert spec == {"strategies": {"gc_threshold": {}}, "install": ["gc_freeze", "gc_threshold"], "control": control}

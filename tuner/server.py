@@ -32,7 +32,7 @@ from tuner.config import Sampling, Serve
 from tuner.engine import EngineError, EngineSession, Progress, drive_requests
 from tuner.engine_args import cli_flags
 from tuner.metrics import RequestTiming
-from tuner.plugin.protocol import ENV_VAR, ControlRequest, ProcessReport
+from tuner.plugin.protocol import ENV_VAR, ControlEndpointSpec, ControlRequest, ProcessReport, decode_spec, encode_spec
 from tuner.traffic.requests import RequestSpec
 
 MODEL_NAME = "tuner-model"  # the served model name when the engine args do not set one
@@ -201,15 +201,16 @@ class ServerSession(HttpSession):
         self.control_token = secrets.token_urlsafe(32)
         self.port_file = workdir / "control-port"
         self.control_port: int | None = None
-        control = {"token": self.control_token, "port_file": str(self.port_file)}
-        spec = {**json.loads(self.plugin_spec), "control": control}
+        spec = decode_spec(self.plugin_spec)
+        control: ControlEndpointSpec = {"token": self.control_token, "port_file": str(self.port_file)}
+        with_control = encode_spec(spec["strategies"], spec["install"], control)
         self.log_path = workdir / "server.log"
         with self.log_path.open("wb") as log:
             # Its own session: Ctrl-C reaches the tuner only, which then stops the server in order.
             self.server = subprocess.Popen(
                 server_command(self.engine_args, port, self.serve.args),
                 # Development endpoints (bound to the loopback address): /reset_prefix_cache between replays.
-                env={**os.environ, ENV_VAR: json.dumps(spec), "VLLM_SERVER_DEV_MODE": "1"},
+                env={**os.environ, ENV_VAR: with_control, "VLLM_SERVER_DEV_MODE": "1"},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -32,7 +32,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tuner.plugin.protocol import ControlRequest, ProcessReport, as_control_request, control_every_engine
+from tuner.plugin.protocol import (
+    ControlEndpointSpec,
+    ControlRequest,
+    ProcessReport,
+    as_control_request,
+    control_every_engine,
+)
 
 HOST = "127.0.0.1"
 ENGINE_TIMEOUT_S = 120.0
@@ -108,7 +114,7 @@ def serve_control(token: str, port_file: Path, answer: Any) -> ThreadingHTTPServ
 
 
 def start_control_endpoint(
-    handle: Callable[[ControlRequest], ProcessReport], engine: Any, control: dict[str, Any]
+    handle: Callable[[ControlRequest], ProcessReport], engine: Any, control: ControlEndpointSpec
 ) -> ThreadingHTTPServer:
     """Serve control requests for this process (``handle``) and ``engine`` (an ``AsyncLLM``).
 

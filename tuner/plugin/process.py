@@ -6,7 +6,6 @@ own from the same spec. Reports go out as :class:`tuner.plugin.protocol.ProcessR
 
 from __future__ import annotations
 
-import json
 import logging
 import multiprocessing
 import os
@@ -23,8 +22,10 @@ from tuner.plugin.protocol import (
     ControlRequest,
     InterleaveBlocks,
     InterleaveStart,
+    PluginSpec,
     ProcessReport,
     StrategySet,
+    decode_spec,
     offer_local_control,
 )
 from tuner.plugin.step_interleaver import StepArms, StepInterleaver
@@ -36,12 +37,12 @@ logger = logging.getLogger("tuner.plugin")
 class ProcessState:
     """Everything the plugin keeps in one process: roles, active strategies, telemetry."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: PluginSpec) -> None:
         self.pid = os.getpid()  # plugin state belongs to one process (a forked child starts its own)
         self.forked = False  # rebuilt in a child that inherited its parent's state through fork
         self.spec = spec
-        self.requested: dict[str, dict[str, Any]] = dict(spec.get("strategies", {}))
-        self.installable = sorted(set(spec.get("install", [])) | set(self.requested))
+        self.requested: dict[str, dict[str, Any]] = dict(spec["strategies"])
+        self.installable = sorted(set(spec["install"]) | set(self.requested))
         self.contexts: dict[Role, ProcessContext] = {}
         self.active: dict[str, dict[str, Any]] = {}
         self.errors: dict[str, str] = {}
@@ -88,12 +89,13 @@ class ProcessState:
                 if not self.errors.get(name, "").startswith("install failed"):
                     self.errors.pop(name, None)  # a refusal on the previous engine's path does not carry over
                 self._apply(strategy, context, params)
-        if role is Role.FRONTEND and self.spec.get("control"):
+        control = self.spec.get("control")
+        if role is Role.FRONTEND and control:
             # A server front-end (`vllm serve`) is reached over a loopback control endpoint.
             from tuner.plugin.control_endpoint import start_control_endpoint
 
             try:
-                start_control_endpoint(self.handle, owner, self.spec["control"])
+                start_control_endpoint(self.handle, owner, control)
             except (OSError, RuntimeError) as exc:  # e.g. a second API-server process: another one serves it
                 logger.error("tuner: no control endpoint in this process: %s", exc)
 
@@ -242,12 +244,7 @@ def _register() -> None:
     raw = os.environ.get(ENV_VAR)
     if not raw:
         return
-    try:
-        spec = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{ENV_VAR} is not valid JSON: {exc}") from None
-    if not isinstance(spec, dict):
-        raise ValueError(f"{ENV_VAR} must be a JSON object, got {type(spec).__name__}")
+    spec = decode_spec(raw)
     if _state is not None:
         if _state.spec == spec and _state.pid == os.getpid():
             return

@@ -238,10 +238,49 @@ class ProcessReport(_ProcessReportBase, total=False):
     interleave: InterleaveBlocks | None
 
 
-def encode_spec(strategies: StrategySet, install: list[str] | None = None) -> str:
+class ControlEndpointSpec(TypedDict):
+    """Where serve mode's front-end publishes its loopback control endpoint, and the token callers must show."""
+
+    token: str
+    port_file: str
+
+
+class PluginSpec(TypedDict):
+    """The plugin's instructions in :data:`ENV_VAR`: strategies in force at start, and every one it may switch to."""
+
+    strategies: StrategySet
+    install: list[str]
+    control: NotRequired[ControlEndpointSpec]  # serve mode only
+
+
+def encode_spec(
+    strategies: StrategySet, install: list[str] | None = None, control: ControlEndpointSpec | None = None
+) -> str:
     """The :data:`ENV_VAR` value that applies ``strategies`` and can later switch to any of ``install``."""
-    names = sorted(set(strategies) | set(install or ()))
-    return json.dumps({"strategies": strategies, "install": names}, sort_keys=True)
+    spec: PluginSpec = {"strategies": strategies, "install": sorted(set(strategies) | set(install or ()))}
+    if control is not None:
+        spec["control"] = control
+    return json.dumps(spec, sort_keys=True)
+
+
+def decode_spec(raw: str) -> PluginSpec:
+    """A :data:`ENV_VAR` value back as a spec; :class:`ValueError` saying what is wrong with it."""
+    try:
+        spec = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{ENV_VAR} is not valid JSON: {exc}") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"{ENV_VAR} must be a JSON object, got {type(spec).__name__}")
+    strategies = spec.get("strategies", {})
+    install = spec.get("install", [])
+    if not isinstance(strategies, dict) or not all(isinstance(v, dict) for v in strategies.values()):
+        raise ValueError(f"{ENV_VAR}: strategies must map each name to its parameters")
+    if not isinstance(install, list) or not all(isinstance(name, str) for name in install):
+        raise ValueError(f"{ENV_VAR}: install must be a list of strategy names")
+    decoded: PluginSpec = {"strategies": strategies, "install": install}
+    if "control" in spec:
+        decoded["control"] = spec["control"]
+    return decoded
 
 
 async def control_every_engine(core_client: Any, request: ControlRequest) -> list[ProcessReport]:
