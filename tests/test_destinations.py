@@ -55,7 +55,9 @@ def test_a_writable_destination_passes_the_check(tmp_path: Path) -> None:
 
 def test_a_write_that_fails_goes_to_the_fallback(tmp_path: Path) -> None:
     (tmp_path / "taken").write_text("a file where a directory was expected")
-    written, why = write_json_keeping(tmp_path / "taken" / "run.json", {"a": 1}, tmp_path / "fallback" / "run.json")
+    written, why = write_json_keeping(
+        tmp_path / "taken" / "run.json", {"a": 1}, lambda: tmp_path / "fallback" / "run.json"
+    )
     assert written == tmp_path / "fallback" / "run.json" and json.loads(written.read_text()) == {"a": 1}
     assert why is not None and "could not write" in why
 

@@ -57,12 +57,15 @@ def run_experiment(
     ``output``); return its path and the record."""
     if output is not None and (problem := destination_problem(output)):
         raise UserError.single(str(output), problem, "--output")
+
+    def default() -> Path:
+        return new_run_dir(experiment.output_dir, experiment.name) / "run.json"
+
     try:
-        default = new_run_dir(experiment.output_dir, experiment.name) / "run.json"
+        path = output or default()
     except OSError as exc:
         why = f"cannot create a run directory: {exc.strerror or exc}"
         raise UserError.single(str(experiment.output_dir), why, "output_dir") from None
-    path = output or default
     with task(feedback, f"starting vLLM engine ({experiment.engine.get('model', '')})", None):
         bench = Workbench.start(experiment, encode_spec(experiment.strategies))
     session = bench.session
@@ -99,6 +102,4 @@ def run_experiment(
     written, failure = write_json_keeping(path, record, default)
     if failure is not None:
         raise ResultRelocated(f"{failure}: the record is in {written}", str(written))
-    if written != default:
-        default.parent.rmdir()  # the fallback, unused: the record went to --output
     return written, record

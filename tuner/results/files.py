@@ -13,6 +13,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +76,11 @@ def destination_problem(path: Path) -> str | None:
     return None
 
 
-def write_json_keeping(path: Path, data: Any, fallback: Path) -> tuple[Path, str | None]:
-    """Write ``data`` to ``path``; if that fails (the disk changed since the check), to ``fallback`` instead, so that
-    a measured result is never lost. Returns where it went and, after a fallback, why."""
+def write_json_keeping(path: Path, data: Any, fallback: Callable[[], Path]) -> tuple[Path, str | None]:
+    """Write ``data`` to ``path``; if that fails (the disk changed since the check), to the place ``fallback()``
+    makes, so that a measured result is never lost. Returns where it went and, after a fallback, why."""
     try:
         return write_json(path, data), None
     except OSError as exc:
         why = f"could not write {path} ({exc.strerror or exc})"
-    return write_json(fallback, data), why
+    return write_json(fallback(), data), why
