@@ -27,11 +27,11 @@ from scipy.stats import binomtest
 
 from tuner.calibration import engine_s_per_pct
 from tuner.config import load_experiment
-from tuner.confirmation import pairs_estimate, run_pair
 from tuner.environment import environment_record
 from tuner.grain import DEFAULT_BLOCK_STEPS
 from tuner.interleave import InterleaveResult, interleaved_comparison
 from tuner.measure import Workbench
+from tuner.paired_estimate import pairs_estimate, run_pair
 from tuner.pairing import measure_pairs
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.results.files import write_json

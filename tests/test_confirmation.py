@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from tuner.config import Experiment
-from tuner.confirmation import CONFIRMATION_ATTR, Candidate, pairs_estimate, run_confirmation, screening_results
+from tuner.confirmation import CONFIRMATION_ATTR, Candidate, run_confirmation, screening_results
+from tuner.paired_estimate import pairs_estimate
 from tuner.pairing import measure_pairs
 from tuner.search_space import Objective, Pairs
 from tuner.study import enqueue_missing, open_study

@@ -22,9 +22,10 @@ from typing import Any
 import optuna
 
 from tuner.feedback import SILENT, Feedback
-from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
+from tuner.metrics import STEP_LEVEL_METRICS
+from tuner.paired_estimate import Pair, pairs_estimate, run_pair
 from tuner.search_space import Search
-from tuner.stats import RatioEstimate, mde, paired_ratio_of_sums
+from tuner.stats import RatioEstimate, mde
 from tuner.verdicts import (
     ConfirmationPlan,
     Design,
@@ -42,9 +43,6 @@ CONFIRMATION_PACE = 0.8
 """The share of the screening's pair rate a confirmation is planned at (see :func:`design_for`)."""
 SCREENING_POWER_ATTR = "power_before_screening"
 
-Pair = tuple[float, float, float, float]
-"""One fresh pair: trial amount, trial seconds, reference amount, reference seconds (tokens or steps)."""
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -60,21 +58,6 @@ class Candidate:
 Measure = Callable[[Candidate, int, int, float], list[Pair]]
 """``(candidate, pairs measured so far, pairs wanted, seconds left)`` -> that many fresh pairs (fewer when the
 time ran out)."""
-
-
-def run_pair(metric: str, trial: dict[str, float], reference: dict[str, float]) -> Pair:
-    """A run-level pair for ``metric``: a throughput as (amount = rate x wall time, wall time); any other metric
-    as (1, value), whose ratio of sums is the ratio of the arms' mean values."""
-    if metric in HIGHER_IS_BETTER:
-        wall_t, wall_r = trial["wall_s"], reference["wall_s"]
-        return trial[metric] * wall_t, wall_t, reference[metric] * wall_r, wall_r
-    return 1.0, trial[metric], 1.0, reference[metric]
-
-
-def pairs_estimate(pairs: Sequence[Pair], metric: str, *, seed: int = 0) -> RatioEstimate:
-    """The ratio-of-sums estimate of ``metric`` over ``pairs`` (a latency reads as time per amount)."""
-    columns = [[p[i] for p in pairs] for i in range(4)]
-    return paired_ratio_of_sums(*columns, higher_is_better=metric in HIGHER_IS_BETTER, seed=seed)
 
 
 def screening_results(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[list[ScreeningResult], list[str]]:

@@ -21,13 +21,7 @@ import optuna
 
 from tuner.calibration import calibration_path, load_calibration
 from tuner.config import Experiment
-from tuner.confirmation import (
-    SCREENING_POWER_ATTR,
-    Candidate,
-    Pair,
-    run_pair,
-    screening_power,
-)
+from tuner.confirmation import SCREENING_POWER_ATTR, Candidate, screening_power
 from tuner.engine import EngineError, EngineSession
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, Task, task
@@ -35,6 +29,7 @@ from tuner.grain import Grain, grain_for
 from tuner.interleave import interleaved_comparison, step_pairs, step_ratio
 from tuner.measure import Workbench
 from tuner.metrics import STEP_LEVEL_METRICS
+from tuner.paired_estimate import Pair, run_pair
 from tuner.pairing import Arms, left_out_of_steps, measure_pairs, step_interleavable
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.search_space import (
