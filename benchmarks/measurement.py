@@ -20,13 +20,13 @@ from typing import Any
 from rich.console import Console
 
 from tuner.config import Experiment
+from tuner.config.search import Objective, Pairs
 from tuner.environment import environment_record
 from tuner.interleave import interleaved_comparison
 from tuner.measure import Workbench
 from tuner.pairing import measure_pairs
 from tuner.plugin.protocol import encode_spec
 from tuner.results.files import write_json
-from tuner.search_space import Objective, Pairs
 from tuner.stats import false_positive_rate
 
 ENGINE = {

@@ -27,6 +27,7 @@ from scipy.stats import binomtest
 
 from tuner.calibration import engine_s_per_pct
 from tuner.config import load_experiment
+from tuner.config.search import Objective, Pairs
 from tuner.environment import environment_record
 from tuner.grain import DEFAULT_BLOCK_STEPS
 from tuner.interleave import InterleaveResult, interleaved_comparison
@@ -35,7 +36,6 @@ from tuner.paired_estimate import pairs_estimate, run_pair
 from tuner.pairing import measure_pairs
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.results.files import write_json
-from tuner.search_space import Objective, Pairs
 from tuner.stats import RatioEstimate
 
 REPO = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ Pure numpy, vectorised over replicates: no engine. A "block" is one arm's run or
 heavy-tailed scale mixture, a block now and then holds a long pause, and a trial-arm block may leave residue that
 slows the next block whichever arm it belongs to. Pairs are ordered by :func:`tuner.stats.mirrored_order` or at
 random (AB/BA per pair, as before), and are analysed by the ratio of sums (:mod:`tuner.stats`, in batches);
-sweeps go through :mod:`tuner.verdicts`.
+sweeps go through :mod:`tuner.sweep.decisions`.
 
 Small bootstrap and permutation counts inside sweeps are deliberate. Screening uses its CI only to rank (200
 resamples; its p-value is unused), and the confirmation decision reads only the standardized estimate, not the
@@ -23,7 +23,7 @@ import numpy.typing as npt
 from scipy import signal
 
 from tuner.stats import RatioEstimate, mirrored_order, ratio_of_sums_estimates
-from tuner.verdicts import (
+from tuner.sweep.decisions import (
     ConfirmationPlan,
     Design,
     ScreeningResult,

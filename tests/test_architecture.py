@@ -1,5 +1,5 @@
 """The package's boundaries, checked on the source: no import cycle, the plugin reached only through its protocol,
-rich only in the command line, the results never importing the engine side.
+rich only in the command line, one wing per command, the results never importing the engine side or a command.
 
 Every import counts: top-level, inside functions (lazy) and under ``TYPE_CHECKING``, since each of them is a
 dependency a reader has to follow.
@@ -14,7 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("tuner", "strategies")
-ENGINE_SIDE = ("tuner.engine", "tuner.server", "tuner.measure", "tuner.runner", "tuner.sweep", "tuner.worker")
+ENGINE_SIDE = {"tuner.engine", "tuner.server", "tuner.measure"}
+"""The modules that start or drive a vLLM engine."""
+COMMANDS = ("tuner.runner", "tuner.calibrate", "tuner.sweep", "tuner.versions")
+"""Each command's wing: a module, or a package whose modules are that command's alone."""
+
+
+def _command(name: str) -> str | None:
+    return next((c for c in COMMANDS if name == c or name.startswith(f"{c}.")), None)
 
 
 def _module_name(path: Path) -> str:
@@ -125,15 +132,44 @@ def test_the_plugin_side_does_not_import_the_tuner_side() -> None:
     assert wrong == set()
 
 
-def test_the_results_never_import_the_engine_side_or_the_cli() -> None:
+def test_the_results_never_import_the_engine_side_a_command_or_the_cli() -> None:
     wrong = {
         (name, target)
         for name, targets in import_graph().items()
         if name.startswith("tuner.results")
         for target in targets
-        if target.startswith(ENGINE_SIDE)
+        if target in ENGINE_SIDE
+        or _command(target)
         or target.startswith("tuner.cli")
         or (_plugin_side(target) and target != "tuner.plugin.protocol")
+    }
+    assert wrong == set()
+
+
+def test_no_command_imports_another_commands_modules() -> None:
+    """``tuner run``, ``calibrate``, ``sweep`` and ``versions`` stand side by side over one measuring core: what two
+    of them share lives below them, never in one of them."""
+    graph = import_graph()
+    assert all(any(_command(name) == c for name in graph) for c in COMMANDS)  # every wing is where it says
+    wrong = {
+        (name, target)
+        for name, targets in graph.items()
+        for target in targets
+        if _command(name) and _command(target) and _command(name) != _command(target)
+    }
+    assert wrong == set()
+
+
+def test_the_measuring_core_imports_no_command() -> None:
+    wrong = {
+        (name, target)
+        for name, targets in import_graph().items()
+        if name.startswith("tuner")
+        and not _command(name)
+        and not name.startswith("tuner.cli")
+        and name != "tuner.__main__"
+        for target in targets
+        if _command(target)
     }
     assert wrong == set()
 
@@ -163,7 +199,7 @@ def test_terminal_libraries_only_in_the_cli(library: str) -> None:
 
 
 def test_trial_attributes_are_written_and_read_only_through_their_owner() -> None:
-    """``tuner.trial_attrs`` owns a trial's Optuna user attributes (one TypedDict for both halves); a study's own
+    """``tuner.sweep.trial_attrs`` owns a trial's Optuna user attributes (one TypedDict for both halves); a study's own
     attributes (``study.user_attrs``) are not a trial's."""
     found = set()
     for name, path in _modules().items():
@@ -172,7 +208,7 @@ def test_trial_attributes_are_written_and_read_only_through_their_owner() -> Non
                 receiver = ast.unparse(node.value)
                 if "study" not in receiver.lower():
                     found.add((name, receiver, node.attr))
-    assert found and {name for name, _, _ in found} == {"tuner.trial_attrs"}, sorted(found)
+    assert found and {name for name, _, _ in found} == {"tuner.sweep.trial_attrs"}, sorted(found)
 
 
 def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -187,8 +223,9 @@ def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_the_sweep_summary_reads_a_study_without_the_engine() -> None:
     """``tuner report --storage`` summarises a shared study: plain data from storage, no engine imported."""
-    reached = _closure(import_graph(), "tuner.sweep_summary")
-    assert reached and not reached & set(ENGINE_SIDE), sorted(reached & set(ENGINE_SIDE))
+    reached = _closure(import_graph(), "tuner.sweep.summary")
+    engine = reached & ENGINE_SIDE
+    assert reached and not engine, sorted(engine)
 
 
 def test_modules_and_functions_stay_small() -> None:

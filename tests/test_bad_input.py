@@ -194,14 +194,14 @@ SPECIAL: dict[str, tuple[Callable[[Path], Path], str]] = {
 def _no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from the repository root (relative model paths); fail loudly instead of starting an engine."""
     import tuner.runner
-    import tuner.sweep_flow
+    import tuner.sweep.run
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the input was accepted: an engine would start")
 
     monkeypatch.chdir(REPO)
     monkeypatch.setattr(tuner.runner, "run_experiment", refuse)
-    monkeypatch.setattr(tuner.sweep_flow, "run_sweep", refuse)
+    monkeypatch.setattr(tuner.sweep.run, "run_sweep", refuse)
 
 
 def assert_refused(code: int, stderr: str, output: str, path: Path, expected: str, line: int | None) -> None:

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 from tuner.config import Experiment
-from tuner.confirmation import CONFIRMATION_ATTR, Candidate, run_confirmation, screening_results
+from tuner.config.search import Objective, Pairs
 from tuner.paired_estimate import pairs_estimate
 from tuner.pairing import measure_pairs
-from tuner.search_space import Objective, Pairs
-from tuner.study import enqueue_missing, open_study
-from tuner.sweep import Sweep
-from tuner.sweep_flow import confirm_candidates
-from tuner.sweep_summary import summarize_study, write_outputs
+from tuner.sweep.confirmation import CONFIRMATION_ATTR, Candidate, run_confirmation, screening_results
+from tuner.sweep.run import confirm_candidates
+from tuner.sweep.study import enqueue_missing, open_study
+from tuner.sweep.summary import summarize_study, write_outputs
+from tuner.sweep.trials import Sweep
 
 SPACE: dict[str, Any] = {"gc_threshold": [False, True], "gc_freeze": [False, True]}
 TOKENS = 4000.0

@@ -133,9 +133,9 @@ def test_commands_that_write_files_say_where_they_could_not(args: list[str]) -> 
 def test_an_unwritable_results_directory_is_refused_before_the_engine_starts(
     command: str, tmp_path: Path, no_engine: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tuner.sweep_flow
+    import tuner.sweep.run
 
-    monkeypatch.setattr(tuner.sweep_flow.Sweep, "__init__", lambda *a, **k: pytest.fail("a sweep would start"))
+    monkeypatch.setattr(tuner.sweep.run.Sweep, "__init__", lambda *a, **k: pytest.fail("a sweep would start"))
     path = tmp_path / "exp.yaml"
     path.write_text(EXPERIMENT.read_text() + "output_dir: /proc/tuner-results\n")
     result = CliRunner().invoke(app, [command, str(path)])

@@ -31,13 +31,13 @@ from typer.testing import CliRunner
 from tests.conftest import TINY_ENGINE
 from tuner.cli.main import app
 from tuner.config import Experiment
+from tuner.config.search import Search
 from tuner.engine import EngineError, EngineSession
 from tuner.plugin.control_endpoint import MAX_BODY_BYTES, serve_control
-from tuner.search_space import Search
-from tuner.study import enqueue_missing, open_study, trial_config
-from tuner.sweep import Sweep
-from tuner.sweep_summary import summarize_study
-from tuner.trial_attrs import TrialAttrs
+from tuner.sweep.study import enqueue_missing, open_study, trial_config
+from tuner.sweep.summary import summarize_study
+from tuner.sweep.trial_attrs import TrialAttrs
+from tuner.sweep.trials import Sweep
 
 REPO = Path(__file__).parent.parent
 WORKLOAD = {"num_prompts": 8, "input_len": {"dist": "fixed", "value": 8}, "output_len": {"dist": "fixed", "value": 16}}

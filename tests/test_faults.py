@@ -25,9 +25,9 @@ from tuner.cli.main import app
 from tuner.config import Experiment, load_experiment
 from tuner.engine import EngineSession
 from tuner.errors import UserError
-from tuner.study import enqueue_missing, open_study
-from tuner.sweep import Sweep
-from tuner.sweep_summary import summarize_study
+from tuner.sweep.study import enqueue_missing, open_study
+from tuner.sweep.summary import summarize_study
+from tuner.sweep.trials import Sweep
 
 WORKLOAD = {"num_prompts": 8, "input_len": {"dist": "fixed", "value": 8}, "output_len": {"dist": "fixed", "value": 16}}
 

@@ -31,7 +31,7 @@ from tuner.results.compare import compare, load_side
 from tuner.results.describe import metric_unit, pick_best
 from tuner.results.records import load
 from tuner.results.report import build_report
-from tuner.tail import attribute, tail_record
+from tuner.tail_attribution import attribute, tail_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -15,12 +15,12 @@ from tuner.cli.tables import render
 from tuner.config import Experiment, load_experiment
 from tuner.errors import UserError
 from tuner.pairing import Arms, left_out_of_steps, step_interleavable
-from tuner.search_space import baseline_params, config_from_params, grid, suggest
-from tuner.study import enqueue_missing, open_study
-from tuner.sweep import Sweep
-from tuner.sweep_flow import trials_table
-from tuner.sweep_summary import _best, summarize_study, winner
-from tuner.trial_attrs import read, record
+from tuner.sweep.run import trials_table
+from tuner.sweep.space import baseline_params, config_from_params, grid, suggest
+from tuner.sweep.study import enqueue_missing, open_study
+from tuner.sweep.summary import _best, summarize_study, winner
+from tuner.sweep.trial_attrs import read, record
+from tuner.sweep.trials import Sweep
 
 SPACE: dict[str, Any] = {
     "gc_threshold": [False, True],
@@ -301,7 +301,7 @@ def test_a_storage_whose_schema_a_concurrent_process_is_creating_is_opened_again
 def test_the_trials_table_shows_a_step_comparison_that_estimated_nothing() -> None:
     """A step-level comparison with fewer than two comparable pairs stores a ratio without a p-value: the table says
     "-" (it raised KeyError on the quickstart when GC-pacing blocks outgrew the step budget)."""
-    from tuner.sweep_flow import trials_table
+    from tuner.sweep.run import trials_table
 
     row = {
         "number": 1, "state": "COMPLETE", "is_baseline": False, "strategies": {"gc_threshold": {}}, "engine": {},

@@ -8,7 +8,7 @@ import numpy as np
 
 from tuner.metrics import RequestTiming
 from tuner.plugin.protocol import pause_tag
-from tuner.tail import attribute, overlaps, pooled, tail_record
+from tuner.tail_attribution import attribute, overlaps, pooled, tail_record
 
 
 def intervals(rows: list[tuple[float, float, int]]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from tests.venvs import make_venv
 from tuner.cli.main import app
-from tuner.versions import Start, StartResult, bisect, compare, pairs, start_order
+from tuner.versions.compare import Start, StartResult, bisect, compare, pairs, start_order
 
 EXPERIMENT = Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml"
 
@@ -167,7 +167,7 @@ def test_the_command_alternates_installs_bisects_and_writes_every_comparison(
 
     from tuner import versions_flow
     from tuner.config import load_experiment
-    from tuner.installs import Install
+    from tuner.versions.installs import Install
 
     speed = {"py0": 1000.0, "py1": 1000.0, "py2": 700.0, "py3": 700.0}
     calls: list[tuple[str, str]] = []

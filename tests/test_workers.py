@@ -28,9 +28,9 @@ from typer.testing import CliRunner
 
 from tests.conftest import TINY_ENGINE, is_engine_core
 from tuner.config import Experiment
-from tuner.search_space import grid
-from tuner.trial_attrs import read
-from tuner.worker import join_study, study_lock
+from tuner.sweep.space import grid
+from tuner.sweep.trial_attrs import read
+from tuner.sweep.worker import join_study, study_lock
 
 SPACE: dict[str, Any] = {
     "gc_threshold": [False, True],

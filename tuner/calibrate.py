@@ -35,6 +35,7 @@ from tuner.calibration import (
     save_calibration,
 )
 from tuner.config import Experiment
+from tuner.config.search import Objective, Pairs
 from tuner.feedback import SILENT, Feedback, task
 from tuner.interleave import InterleaveResult, interleaved_comparison
 from tuner.measure import StrategyNotActive, Workbench, inactive_strategies
@@ -42,7 +43,6 @@ from tuner.paired_estimate import pairs_estimate, run_pair
 from tuner.pairing import measure_pairs
 from tuner.plugin.protocol import REPORT, StrategySet, encode_spec, switch_request
 from tuner.results.calibration_report import write_report
-from tuner.search_space import Objective, Pairs
 from tuner.stats import RatioEstimate
 from tuner.vllm_env import versions
 

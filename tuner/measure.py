@@ -13,7 +13,7 @@ from tuner.feedback import SILENT, Feedback, task
 from tuner.metrics import summarize
 from tuner.plugin.protocol import PLUGIN_ERROR, REPORT, RESET, ProcessReport, switch_request
 from tuner.server import EndpointSession, ServerSession
-from tuner.tail import attribute
+from tuner.tail_attribution import attribute
 from tuner.traffic.requests import RequestSpec
 from tuner.workload import WorkloadRecord, build_requests, traffic
 

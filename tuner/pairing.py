@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.config.search import Objective, Pairs
 from tuner.measure import Workbench
 from tuner.metrics import HIGHER_IS_BETTER, flat_metrics
-from tuner.search_space import Objective, Pairs
 from tuner.stats import RatioEstimate, is_settled, mirrored_order, paired_ratio, paired_ratio_of_sums
 
 
@@ -31,7 +31,7 @@ class Arms:
     switch_s: list[float] = field(default_factory=list)
     telemetry: list[dict[str, Any]] = field(default_factory=list)  # processes of the last trial-arm repetition
     tails: dict[str, list[dict[str, Any] | None]] = field(default_factory=lambda: {"reference": [], "trial": []})
-    """Each arm's tail-latency attributions (:func:`tuner.tail.attribute`), in pair order."""
+    """Each arm's tail-latency attributions (:func:`tuner.tail_attribution.attribute`), in pair order."""
     token_ids_match: bool = True
     step_result: Any = None  # an InterleaveResult when the verdict came from in-engine step interleaving
 

@@ -95,9 +95,9 @@ def versions(
     """Compare vLLM installs on this host with the same experiment: engine starts alternate in mirrored order,
     each in its install's own interpreter; with more than two installs, bisect the sequence for the step that
     changed the metric."""
-    from tuner.installs import probe
     from tuner.metrics import METRIC_NAMES
-    from tuner.versions_flow import compare_installs
+    from tuner.versions.installs import probe
+    from tuner.versions.run import compare_installs
 
     with user_errors():
         if len(pythons) < 2:
@@ -121,7 +121,7 @@ def sweep(
     n_trials: Annotated[int | None, typer.Option(min=1, help="override search.n_trials")] = None,
 ) -> None:
     """Search strategy sets and engine args with Optuna, each trial paired against the baseline."""
-    from tuner.sweep_flow import run_sweep
+    from tuner.sweep.run import run_sweep
 
     with user_errors():
         loaded = _load_writable(experiment)
@@ -145,7 +145,7 @@ def worker(
     study_name: Annotated[str | None, typer.Option(help="default: the experiment name")] = None,
 ) -> None:
     """Run trials of a study shared by many workers (one or many machines) until it is done."""
-    from tuner.worker import run_worker
+    from tuner.sweep.worker import run_worker
 
     with user_errors():
         run_worker(_load_writable(experiment), ConsoleFeedback(console), storage=storage, study_name=study_name)

@@ -56,7 +56,7 @@ def report(
     with user_errors():
         if storage is not None:
             from tuner.config import load_experiment
-            from tuner.sweep_summary import summarize_shared_study
+            from tuner.sweep.summary import summarize_shared_study
 
             path = summarize_shared_study(load_experiment(path), storage, study_name)
         paths = build_report(path, out)

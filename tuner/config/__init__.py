@@ -3,8 +3,8 @@
 Every failure, whether YAML syntax, unknown key, wrong type, impossible value or unknown engine argument,
 becomes a :class:`~tuner.errors.UserError` whose lines name the file, the line and the field.
 
-One module per job: ``models`` (the schema), ``yaml_source`` (reading and locating), ``checks`` (against vLLM
-and this machine); :func:`load_experiment` puts them together.
+One module per job: ``models`` (the schema), ``search`` (its ``search:`` section), ``yaml_source`` (reading and
+locating), ``checks`` (against vLLM and this machine); :func:`load_experiment` puts them together.
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ from typing import Any
 import yaml
 
 from tuner.config.models import REQUEST_OVERHEAD_BYTES, Experiment, Workload
+from tuner.config.search import Range, Search, split_key, yaml_kind
 from tuner.config.yaml_source import node_line
 from tuner.engine_args import BUILTIN_DIR, BUILTIN_PREFIX
 from tuner.errors import Problem
-from tuner.search_space import Range, Search, split_key, yaml_kind
 
 
 def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list[Problem]:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tuner.search_space import Scalar, Search
+from tuner.config.search import Scalar, Search
 from tuner.traffic.dataset import Dataset
 
 MAX_TOKENS = 1 << 24  # longer than any model's context

@@ -10,9 +10,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from tuner.config.search import yaml_kind
 from tuner.errors import Problem, UserError
 from tuner.inputs import read_regular
-from tuner.search_space import yaml_kind
 
 MAX_FILE_BYTES = 1 << 20
 MAX_EXPANDED_NODES = 100_000  # values in the document once aliases are expanded

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.results.document import Doc
-from tuner.tail import pooled
+from tuner.tail_attribution import pooled
 
 
 def critical_rows(label: str, process_lists: Iterable[Sequence[Mapping[str, Any]]]) -> list[list[str]]:

@@ -77,7 +77,7 @@ def mirrored_order(n_pairs: int, *, seed: int) -> list[bool]:
     keep a random order: :mod:`tuner.plugin.step_interleaver` says what mirrored blocks did there); the order of n
     pairs is a prefix of the order of more pairs with the same seed, so it extends batch by batch. With one
     random bit per sequence the sign-flip test no longer rests on randomized order but on the arms being
-    exchangeable within a pair under no effect (simulated in tests/test_verdicts_sim.py).
+    exchangeable within a pair under no effect (simulated in tests/test_sweep_decisions_sim.py).
     """
     if n_pairs < 0:
         raise ValueError(f"n_pairs must be >= 0, got {n_pairs}")

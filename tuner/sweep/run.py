@@ -8,14 +8,14 @@ from optuna import Study
 
 from tuner.calibration import cost_line
 from tuner.config import Experiment
-from tuner.confirmation import CONFIRMATION_ATTR, run_confirmation
 from tuner.errors import StudyIncomplete
 from tuner.feedback import SILENT, Feedback, TableData
 from tuner.results.describe import describe_engine, describe_strategies, fmt_ratio
 from tuner.results.records import SweepSummary
-from tuner.study import default_storage, enqueue_missing, open_study
-from tuner.sweep import Sweep
-from tuner.sweep_summary import current_confirmation, summarize_study, verdict_line, write_outputs
+from tuner.sweep.confirmation import CONFIRMATION_ATTR, run_confirmation
+from tuner.sweep.study import default_storage, enqueue_missing, open_study
+from tuner.sweep.summary import current_confirmation, summarize_study, verdict_line, write_outputs
+from tuner.sweep.trials import Sweep
 
 
 def run_sweep(

@@ -4,8 +4,8 @@
   reference arm (no strategies) on the same engine, so host drift cancels.
 - Trials that differ only in switchable strategies share one engine; it restarts only when engine args change.
 - Screening only nominates candidates; the single-process command then confirms them against the baseline
-  with fresh pairs (:mod:`tuner.confirmation`), and only a confirmed winner is written to ``winner.yaml``
-  (:mod:`tuner.sweep_summary`). The study itself (storage, sampler, queued points) is :mod:`tuner.study`.
+  with fresh pairs (:mod:`tuner.sweep.confirmation`), and only a confirmed winner is written to ``winner.yaml``
+  (:mod:`tuner.sweep.summary`). The study itself (storage, sampler, queued points) is :mod:`tuner.sweep.study`.
 - Storage is any Optuna RDB URL (SQLite under the experiment's results by default, PostgreSQL for many
   workers); ``resume`` continues a study without repeating finished trials.
 """
@@ -21,7 +21,7 @@ import optuna
 
 from tuner.calibration import calibration_path, load_calibration
 from tuner.config import Experiment
-from tuner.confirmation import SCREENING_POWER_ATTR, Candidate, screening_power
+from tuner.config.search import Pairs, split_key
 from tuner.engine import EngineError, EngineSession
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, Task, task
@@ -32,15 +32,12 @@ from tuner.metrics import STEP_LEVEL_METRICS
 from tuner.paired_estimate import Pair, run_pair
 from tuner.pairing import Arms, left_out_of_steps, measure_pairs, step_interleavable
 from tuner.plugin.protocol import StrategySet, encode_spec
-from tuner.search_space import (
-    Pairs,
-    split_key,
-)
 from tuner.stats import RatioEstimate
-from tuner.study import WORKLOAD_ATTR, planned_trials, require_search, trial_config
-from tuner.tail import tail_record
-from tuner.trial_attrs import INTERRUPTED, read, record
-from tuner.verdicts import slo
+from tuner.sweep.confirmation import SCREENING_POWER_ATTR, Candidate, screening_power
+from tuner.sweep.decisions import slo
+from tuner.sweep.study import WORKLOAD_ATTR, planned_trials, require_search, trial_config
+from tuner.sweep.trial_attrs import INTERRUPTED, read, record
+from tuner.tail_attribution import tail_record
 
 TrialCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 

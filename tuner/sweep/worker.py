@@ -30,7 +30,8 @@ import sqlalchemy
 from tuner.config import Experiment
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback
-from tuner.study import (
+from tuner.sweep.run import require_complete, write_summary
+from tuner.sweep.study import (
     FINISHED,
     driver_url,
     enqueue_missing,
@@ -41,10 +42,9 @@ from tuner.study import (
     storage_error,
     uses_grid,
 )
-from tuner.sweep import Sweep
-from tuner.sweep_flow import require_complete, write_summary
-from tuner.sweep_summary import shared_dir
-from tuner.trial_attrs import record
+from tuner.sweep.summary import shared_dir
+from tuner.sweep.trial_attrs import record
+from tuner.sweep.trials import Sweep
 
 WAITING = optuna.trial.TrialState.WAITING
 RUNNING = optuna.trial.TrialState.RUNNING

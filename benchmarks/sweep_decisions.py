@@ -1,11 +1,12 @@
 """Sweep-level error rates, power and bias of screening + confirmation, on the simulated host (no engine).
 
-    python -m benchmarks.verdicts [--sweeps 1000] [--out results/reference/verdicts-sim.json]
+    python -m benchmarks.sweep_decisions [--sweeps 1000] [--out results/reference/sweep-decisions-sim.json]
 
 Drives the harness of tests/simulation.py (step blocks with per-pair SD 0.15, AR(1) host drift, heavy tails, rare
-long pauses, mirrored order) through tuner.verdicts with the default design (up to 3 candidates by screening lower
-bound, confirmation sized for min_effect 1% at power 0.8, one-sided 2.5% with Holm, 4 O'Brien-Fleming looks) and
-the default screening budget (120 s of steps at 89 pairs/min = 178 pairs per trial). Prints, and writes as JSON:
+long pauses, mirrored order) through tuner.sweep.decisions with the default design (up to 3 candidates by
+screening lower bound, confirmation sized for min_effect 1% at power 0.8, one-sided 2.5% with Holm, 4
+O'Brien-Fleming looks) and the default screening budget (120 s of steps at 89 pairs/min = 178 pairs per trial).
+Prints, and writes as JSON:
 1. the sweep-level false-winner rate under A/A with 20 trials;
 2. the power to deploy one real +2% or +1% trial among 20, against the plan's own promise;
 3. the bias of the reported (confirmation) effect with its 95% CI, and how often the reported CI covers the truth
@@ -28,7 +29,7 @@ from scipy import stats
 
 from tests.simulation import PAIRS_PER_MINUTE, SCREENING_PAIRS, STEP_HOST, SweepOutcome, SweepSpec, run_sweeps
 from tuner.results.files import write_json
-from tuner.verdicts import Design, power_statement
+from tuner.sweep.decisions import Design, power_statement
 
 TRIALS = 20
 REPORT_RESAMPLES = 2000  # the reported effect's CI as the tool computes it
@@ -85,7 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sweeps", type=int, default=1000, help="simulated sweeps per scenario")
     parser.add_argument("--seed", type=int, default=2024)
-    parser.add_argument("--out", type=Path, default=Path("results/reference/verdicts-sim.json"))
+    parser.add_argument("--out", type=Path, default=Path("results/reference/sweep-decisions-sim.json"))
     args = parser.parse_args()
     console = Console(soft_wrap=True)
     design = Design()

@@ -1,4 +1,4 @@
-"""``tuner versions``: the decisions, as pure functions on plain data (no engine, no subprocess).
+"""The decisions of ``tuner versions``, as pure functions on plain data (no engine, no subprocess).
 
 Two vLLM installs (two Python interpreters) run the same experiment, one engine start at a time, in mirrored
 order (AB BA AB ..., :func:`tuner.stats.mirrored_order`): start pair i runs both arms back to back, so host drift

@@ -14,10 +14,19 @@ from typing import Any
 
 from tuner.config import Experiment
 from tuner.feedback import SILENT, Feedback, TableData, task
-from tuner.installs import Install, run_start
 from tuner.results.describe import fmt_ci
 from tuner.results.files import new_run_dir, write_json
-from tuner.versions import MIN_STARTS, Bisection, Comparison, StartResult, bisect, compare, start_order, start_result
+from tuner.versions.compare import (
+    MIN_STARTS,
+    Bisection,
+    Comparison,
+    StartResult,
+    bisect,
+    compare,
+    start_order,
+    start_result,
+)
+from tuner.versions.installs import Install, run_start
 
 
 def compare_installs(

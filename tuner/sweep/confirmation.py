@@ -2,9 +2,9 @@
 
 Screening (the Optuna search) only nominates candidates: the best of many noisy estimates is a chance winner
 more often than not, and its gain is inflated. Here up to ``search.confirm.max_candidates`` feasible trials
-(ranked by their screening lower bound, :func:`tuner.verdicts.plan_confirmation`) are measured again in a
+(ranked by their screening lower bound, :func:`tuner.sweep.decisions.plan_confirmation`) are measured again in a
 phase of their own, sized from the screening noise for ``min_effect`` and capped by ``budget_s`` per candidate,
-with O'Brien-Fleming looks and Holm across candidates (:func:`tuner.verdicts.confirm`). The estimand is a ratio
+with O'Brien-Fleming looks and Holm across candidates (:func:`tuner.sweep.decisions.confirm`). The estimand is a ratio
 of sums: tokens over wall time per repetition at run level, steps over step seconds at step level. The result
 is stored on the study (user attr ``confirmation``) so ``--resume`` and ``tuner report`` see it.
 
@@ -21,12 +21,12 @@ from typing import Any
 
 import optuna
 
+from tuner.config.search import Search
 from tuner.feedback import SILENT, Feedback
 from tuner.metrics import STEP_LEVEL_METRICS
 from tuner.paired_estimate import Pair, pairs_estimate, run_pair
-from tuner.search_space import Search
 from tuner.stats import RatioEstimate, mde
-from tuner.verdicts import (
+from tuner.sweep.decisions import (
     ConfirmationPlan,
     Design,
     PowerStatement,

@@ -14,24 +14,22 @@ from typing import Any, Protocol, cast
 import optuna
 
 from tuner.config import Experiment
-from tuner.confirmation import (
-    CONFIRMATION_ATTR,
-    SCREENING_POWER_ATTR,
-    pending,
-    screening_results,
-)
+from tuner.config.search import Search
 from tuner.engine_args import cli_flags
 from tuner.environment import environment_record
 from tuner.errors import UserError
 from tuner.metrics import HIGHER_IS_BETTER
 from tuner.plugin.protocol import encode_spec
 from tuner.results.records import SWEEP_SCHEMA, SweepSummary, TrialRow, TrialState, Winner
-from tuner.search_space import (
-    Search,
-)
 from tuner.stats import unpaired_ratio
-from tuner.study import WORKLOAD_ATTR, make_storage, require_search
-from tuner.trial_attrs import INTERRUPTED, read
+from tuner.sweep.confirmation import (
+    CONFIRMATION_ATTR,
+    SCREENING_POWER_ATTR,
+    pending,
+    screening_results,
+)
+from tuner.sweep.study import WORKLOAD_ATTR, make_storage, require_search
+from tuner.sweep.trial_attrs import INTERRUPTED, read
 
 UNPAIRED_NOTE = (
     "descriptive only: this trial's repetitions against the baseline trial's, measured at other times on another "
@@ -40,7 +38,7 @@ UNPAIRED_NOTE = (
 
 
 class EngineTimings(Protocol):
-    """What a summary reads of the sweep that ran in this process (a :class:`tuner.sweep.Sweep` is one)."""
+    """What a summary reads of the sweep that ran in this process (a :class:`tuner.sweep.trials.Sweep` is one)."""
 
     start_s: list[float]  # each engine start's duration
     switch_s: list[float]  # each in-place strategy switch's duration

@@ -17,17 +17,10 @@ import optuna
 import sqlalchemy.exc
 
 from tuner.config import Experiment
+from tuner.config.search import Search, split_key
 from tuner.errors import UserError
-from tuner.search_space import (
-    Search,
-    TrialConfig,
-    baseline_params,
-    config_from_params,
-    grid,
-    split_key,
-    suggest,
-)
-from tuner.trial_attrs import TrialAttrs, read
+from tuner.sweep.space import TrialConfig, baseline_params, config_from_params, grid, suggest
+from tuner.sweep.trial_attrs import TrialAttrs, read
 
 DEFAULT_TRIALS = 20
 WORKLOAD_ATTR = "workload"  # the study's WorkloadRecord, set when its first engine is up

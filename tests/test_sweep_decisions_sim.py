@@ -3,7 +3,7 @@
 Every rate is asserted with enough replicates to catch the failure it guards against; each test states its
 error rates. Seeds are fixed, so a run is reproducible. The sweeps size confirmation for a 2% gain
 (``Design(min_effect=0.02)``, ~600 pairs per candidate) to stay in seconds: the error control does not depend on
-the size, and ``benchmarks/verdicts.py`` runs the default 1% design.
+the size, and ``benchmarks/sweep_decisions.py`` runs the default 1% design.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from scipy import stats
 from simulation import STEP_HOST, Host, Order, SweepSpec, run_sweeps, simulate_pairs, true_ratio
 
 from tuner.stats import RatioEstimate, boundary_crossing, obf_constant, paired_ratio, pairs_needed
-from tuner.verdicts import (
+from tuner.sweep.decisions import (
     ConfirmationPlan,
     Design,
     ScreeningResult,
