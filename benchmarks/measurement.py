@@ -23,11 +23,11 @@ from tuner.config import Experiment
 from tuner.config.search import Objective, Pairs
 from tuner.environment import environment_record
 from tuner.interleave import interleaved_comparison
-from tuner.measure import Workbench
-from tuner.pairing import measure_pairs
+from tuner.pairing import paired_runs
 from tuner.plugin.protocol import encode_spec
 from tuner.results.files import write_json
 from tuner.stats import false_positive_rate
+from tuner.workbench import Workbench
 
 ENGINE = {
     "model": "builtin:opt-tiny",
@@ -99,7 +99,7 @@ def main() -> None:
     estimates = []
     began = time.perf_counter()
     for i in range(comparisons):
-        arms = measure_pairs(bench, {}, Pairs(min=pairs_per, max=pairs_per), objective, 1e-6, seed=i)
+        arms = paired_runs(bench, {}, Pairs(min=pairs_per, max=pairs_per), objective, 1e-6, seed=i)
         estimates.append(arms.ratio(objective.metric))
     run_level_s = time.perf_counter() - began
     fpr = false_positive_rate(estimates)
@@ -117,7 +117,7 @@ def main() -> None:
     )
 
     began = time.perf_counter()
-    runs = measure_pairs(
+    runs = paired_runs(
         bench,
         {},
         Pairs(min=2, max=10_000),

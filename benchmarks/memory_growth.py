@@ -18,9 +18,9 @@ from rich.table import Table
 
 from tuner.config import Experiment
 from tuner.environment import environment_record
-from tuner.measure import Workbench
 from tuner.plugin.protocol import encode_spec
 from tuner.results.files import write_json
+from tuner.workbench import Workbench
 
 ENGINE = {
     "model": "builtin:opt-tiny",

@@ -31,12 +31,12 @@ from tuner.config.search import Objective, Pairs
 from tuner.environment import environment_record
 from tuner.grain import DEFAULT_BLOCK_STEPS
 from tuner.interleave import InterleaveResult, interleaved_comparison
-from tuner.measure import Workbench
 from tuner.paired_estimate import pairs_estimate, run_pair
-from tuner.pairing import measure_pairs
+from tuner.pairing import paired_runs
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.results.files import write_json
 from tuner.stats import RatioEstimate
+from tuner.workbench import Workbench
 
 REPO = Path(__file__).resolve().parent.parent
 SWITCH_ONLY: StrategySet = {"known_delay": {}}
@@ -78,7 +78,7 @@ def _step_row(result: InterleaveResult, delay_s: float | None) -> dict[str, Any]
 def _runs(bench: Workbench, trial: StrategySet, budget: float, step_s: float, delay_s: float) -> dict[str, Any]:
     metric = "output_tokens_per_s"
     began = time.perf_counter()
-    arms = measure_pairs(
+    arms = paired_runs(
         bench, trial, Pairs(min=2, max=10_000), Objective(metric=metric), 1e-9, seed=5,
         on_pair=lambda n, _e: time.perf_counter() - began > budget,
     )  # fmt: skip

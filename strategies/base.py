@@ -8,7 +8,9 @@ workers). It is loaded in each of those processes by the tuner's ``vllm.general_
 2. :meth:`Strategy.apply` when a process of one of its roles is ready (engine built, worker warmed up);
 3. :meth:`Strategy.revert` when a running engine switches to a set without it (switchable strategies only).
 
-Strategies know vLLM internals; nothing else in the tuner does.
+Strategies and the plugin's hooks (:mod:`tuner.plugin.hooks`) are the code that knows vLLM internals; the tuner side
+reaches them only through :mod:`tuner.plugin.protocol`, and both declare the vLLM source they need
+(:mod:`strategies.requirements`, :mod:`tuner.plugin.hook_requirements`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ ALL_ROLES = frozenset(Role)
 
 @dataclass(frozen=True)
 class Param:
-    """One typed, bounded parameter of a strategy; the sweep turns it into an Optuna distribution."""
+    """One typed, bounded parameter of a strategy: every value an experiment gives it (fixed, or each choice and bound
+    of its search range) is checked against it before an engine starts; ``tuner strategies list`` shows it."""
 
     name: str
     kind: Literal["bool", "int", "float"]

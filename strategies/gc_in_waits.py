@@ -20,8 +20,8 @@ from typing import Any
 
 from strategies import wait_points
 from strategies.base import Param, ProcessContext, Role
-from strategies.gc_thresholds import ThresholdStrategy
 from strategies.requirements import TESTED_VLLM, Defined
+from strategies.threshold_strategy import ThresholdStrategy
 
 
 class GcInWaits(ThresholdStrategy):

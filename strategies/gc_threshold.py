@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from strategies.base import Param, ProcessContext
-from strategies.gc_thresholds import ThresholdStrategy
 from strategies.requirements import TESTED_VLLM, Defined
+from strategies.threshold_strategy import ThresholdStrategy
 
 
 class GcThreshold(ThresholdStrategy):

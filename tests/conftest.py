@@ -60,8 +60,8 @@ def applicable_strategies() -> list[str]:
 def engine_session() -> Iterator[EngineSession]:
     """One tiny CPU engine with every applicable strategy installable, shared by the modules that switch in place
     (an engine start costs 25-40 s here)."""
-    from tuner.measure import open_session
     from tuner.plugin.protocol import encode_spec
+    from tuner.workbench import open_session
 
     session = open_session(TINY_ENGINE, encode_spec({}, applicable_strategies()), streaming=False)
     try:

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("tuner", "strategies")
-ENGINE_SIDE = {"tuner.engine", "tuner.server", "tuner.measure"}
+ENGINE_SIDE = {"tuner.engine", "tuner.server", "tuner.workbench"}
 """The modules that start or drive a vLLM engine."""
 COMMANDS = ("tuner.runner", "tuner.calibrate", "tuner.sweep", "tuner.versions")
 """Each command's wing: a module, or a package whose modules are that command's alone."""

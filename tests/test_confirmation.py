@@ -13,7 +13,7 @@ import pytest
 from tuner.config import Experiment
 from tuner.config.search import Objective, Pairs
 from tuner.paired_estimate import pairs_estimate
-from tuner.pairing import measure_pairs
+from tuner.pairing import paired_runs
 from tuner.sweep.confirmation import CONFIRMATION_ATTR, Candidate, run_confirmation, screening_results
 from tuner.sweep.run import confirm_candidates
 from tuner.sweep.study import enqueue_missing, open_study
@@ -188,8 +188,8 @@ def test_looks_stop_early_for_a_large_gain_and_estimates_use_exactly_the_planned
 def test_measure_pairs_runs_in_mirrored_order_and_continues_it(tmp_path: Path) -> None:
     bench = FakeBench(experiment(tmp_path), {})
     objective = Objective(metric="output_tokens_per_s")
-    measure_pairs(bench, {"gc_freeze": {}}, Pairs(min=4, max=4), objective, 1e-9, seed=5)  # type: ignore[arg-type]
-    measure_pairs(bench, {"gc_freeze": {}}, Pairs(min=4, max=4), objective, 1e-9, seed=5, first_pair=4)  # type: ignore[arg-type]
+    paired_runs(bench, {"gc_freeze": {}}, Pairs(min=4, max=4), objective, 1e-9, seed=5)  # type: ignore[arg-type]
+    paired_runs(bench, {"gc_freeze": {}}, Pairs(min=4, max=4), objective, 1e-9, seed=5, first_pair=4)  # type: ignore[arg-type]
     runs = bench.runs
     assert len(runs) == 16
     assert all(runs[i] == runs[i + 1] for i in range(1, 15, 2))  # ABBA...: each pair starts where the last ended

@@ -20,10 +20,10 @@ from tuner.interleave import (
     least_comparable,
     pair_means,
 )
-from tuner.measure import Workbench
 from tuner.plugin.protocol import STEP_TAG_ATTRIBUTE, Arm, BlockRecord, StepTag, StrategySet, interleave_start
 from tuner.plugin.step_interleaver import StepArms, StepInterleaver
 from tuner.stats import paired_ratio_of_sums
+from tuner.workbench import Workbench
 
 
 def block(

@@ -25,10 +25,10 @@ from typer.testing import CliRunner
 from tests.test_tail import synthetic_run
 from tuner.cli.results import register
 from tuner.errors import UserError
-from tuner.metrics import METRIC_NAMES
+from tuner.metric_table import METRIC_NAMES, metric_unit
 from tuner.results.bench_export import BENCH_ENTRY_SCHEMA, bench_entries, config_name, validate
 from tuner.results.compare import compare, load_side
-from tuner.results.describe import metric_unit, pick_best
+from tuner.results.describe import pick_best
 from tuner.results.records import load
 from tuner.results.report import build_report
 from tuner.tail_attribution import attribute, tail_record
@@ -473,7 +473,7 @@ def test_every_metric_has_a_unit() -> None:
     assert units["goodput_requests_per_s"] == "req/s" and units["slo_attainment"] == "fraction"
     assert units["output_tokens_per_s"] == "tok/s" and units["itl_p99_ms"] == "ms" and units["wall_s"] == "s"
     assert units["peak_rss_mb"] == "MiB" and units["gc_share_max"] == "fraction"
-    with pytest.raises(ValueError, match="no unit known for metric 'mystery'"):
+    with pytest.raises(ValueError, match="unknown metric 'mystery'"):
         metric_unit("mystery")
 
 

@@ -25,11 +25,11 @@ import yaml
 from tests.conftest import TINY_ENGINE, is_engine_core
 from tuner.config import Experiment, Sampling, Slo
 from tuner.engine_args import cli_flags
-from tuner.measure import Workbench, open_session
 from tuner.metrics import RequestTiming, summarize
 from tuner.plugin.protocol import encode_spec
 from tuner.server import ServerSession, record_chunk, server_command, sse_data
 from tuner.traffic.requests import RequestSpec
+from tuner.workbench import Workbench, open_session
 
 pytestmark = pytest.mark.engine
 

@@ -15,11 +15,12 @@ from tuner.cli.tables import render
 from tuner.config import Experiment, load_experiment
 from tuner.errors import UserError
 from tuner.pairing import Arms, left_out_of_steps, step_interleavable
+from tuner.results.records import TrialState
 from tuner.sweep.run import trials_table
 from tuner.sweep.space import baseline_params, config_from_params, grid, suggest
 from tuner.sweep.study import enqueue_missing, open_study
 from tuner.sweep.summary import _best, summarize_study, winner
-from tuner.sweep.trial_attrs import read, record
+from tuner.sweep.trial_attrs import INTERRUPTED_FAILURE, read, record, state
 from tuner.sweep.trials import Sweep
 
 SPACE: dict[str, Any] = {
@@ -112,6 +113,26 @@ def row(number: int, verdict: str | None, feasible: bool, ratio: float, baseline
         "strategies": {"gc_freeze": {}},
         "engine": {},
     }
+
+
+def test_a_trial_stopped_by_a_signal_is_interrupted_and_its_point_is_queued_again(tmp_path: Path) -> None:
+    """Optuna fails a trial that raised KeyboardInterrupt; the record tells it apart (INTERRUPTED, not FAIL), and
+    like a failed one it is finished but not done, so a resumed sweep queues its point again."""
+    exp = Experiment.model_validate({"name": "s", "search": {"space": {"gc_freeze": [False, True]}}})
+    study = open_study(exp, f"sqlite:///{tmp_path / 'study.db'}", resume=False, study_name="s")
+    assert enqueue_missing(study, exp, aa=False) == 2
+    stopped, broken, complete = study.ask(), study.ask(), study.ask()
+    record(stopped, {"failure": INTERRUPTED_FAILURE})
+    record(broken, {"failure": "RuntimeError: boom"})
+    study.tell(stopped, state=optuna.trial.TrialState.FAIL)
+    study.tell(broken, state=optuna.trial.TrialState.FAIL)
+    study.tell(complete, [1.0])
+    states = [state(t) for t in study.get_trials()]
+    assert states == [TrialState.INTERRUPTED, TrialState.FAIL, TrialState.COMPLETE]
+    assert [(s.is_finished(), s.is_done()) for s in states] == [(True, False), (True, False), (True, True)]
+    assert not TrialState.RUNNING.is_finished() and not TrialState.WAITING.is_done()
+    assert enqueue_missing(study, exp, aa=False) == 1  # the baseline and the other point again, one done
+    assert {t.state for t in study.get_trials()} >= {optuna.trial.TrialState.WAITING}
 
 
 def test_an_infeasible_trial_is_never_best(tmp_path: Path) -> None:
@@ -275,7 +296,7 @@ def test_a_storage_whose_schema_a_concurrent_process_is_creating_is_opened_again
     suite: UNIQUE constraint failed: alembic_version.version_num) is retried, a persistent one is a clear error."""
     import sqlalchemy.exc
 
-    from tuner import study
+    from tuner.sweep import study
 
     search = Experiment.model_validate({"name": "s", "search": {"space": {"gc_freeze": [False, True]}}}).search
     assert search is not None

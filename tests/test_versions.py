@@ -165,8 +165,8 @@ def test_the_command_alternates_installs_bisects_and_writes_every_comparison(
 ) -> None:
     """The orchestration with the engine start replaced: install 2 of 4 is 30% slower from there on."""
 
-    from tuner import versions_flow
     from tuner.config import load_experiment
+    from tuner.versions import run as versions_run
     from tuner.versions.installs import Install
 
     speed = {"py0": 1000.0, "py1": 1000.0, "py2": 700.0, "py3": 700.0}
@@ -180,10 +180,10 @@ def test_the_command_alternates_installs_bisects_and_writes_every_comparison(
         reps = [{"metrics": {"output_tokens_per_s": level, "wall_s": 2.0, **latencies}} for _ in range(3)]
         return {"repetitions": reps, "engine": {"start_s": 20.0}}, 40.0
 
-    monkeypatch.setattr(versions_flow, "run_start", fake_start)
+    monkeypatch.setattr(versions_run, "run_start", fake_start)
     experiment = load_experiment(EXPERIMENT).model_copy(update={"output_dir": tmp_path})
     installs = [Install(f"py{i}", "0.3x", "3.11") for i in range(4)]
-    path = versions_flow.compare_installs(experiment, EXPERIMENT, installs, starts=6, metric="output_tokens_per_s")
+    path = versions_run.compare_installs(experiment, EXPERIMENT, installs, starts=6, metric="output_tokens_per_s")
     record = json.loads(path.read_text())
     assert [(c["from"], c["to"], c["changed"]) for c in record["comparisons"]] == [
         (0, 3, True),

@@ -38,13 +38,13 @@ from tuner.config import Experiment
 from tuner.config.search import Objective, Pairs
 from tuner.feedback import SILENT, Feedback, task
 from tuner.interleave import InterleaveResult, interleaved_comparison
-from tuner.measure import StrategyNotActive, Workbench, inactive_strategies
 from tuner.paired_estimate import pairs_estimate, run_pair
-from tuner.pairing import measure_pairs
+from tuner.pairing import paired_runs
 from tuner.plugin.protocol import REPORT, StrategySet, encode_spec, switch_request
 from tuner.results.calibration_report import write_report
 from tuner.stats import RatioEstimate
 from tuner.vllm_env import versions
+from tuner.workbench import StrategyNotActive, Workbench, inactive_strategies
 
 YARDSTICK = "known_delay"
 SWITCH_ONLY: StrategySet = {YARDSTICK: {}}  # switches every engine process, costs nothing measurable
@@ -114,9 +114,7 @@ def _runs(bench: Workbench, feedback: Feedback) -> Precision:
     feedback.note(f"A/A in run-level pairs ({RUN_PAIRS} pairs of repetitions)")
     metric = "output_tokens_per_s"
     started = time.perf_counter()
-    arms = measure_pairs(
-        bench, SWITCH_ONLY, Pairs(min=RUN_PAIRS, max=RUN_PAIRS), Objective(metric=metric), 1e-9, seed=0
-    )
+    arms = paired_runs(bench, SWITCH_ONLY, Pairs(min=RUN_PAIRS, max=RUN_PAIRS), Objective(metric=metric), 1e-9, seed=0)
     elapsed = time.perf_counter() - started
     bench.switch({})
     estimate = pairs_estimate([run_pair(metric, t, r) for t, r in zip(arms.trial, arms.reference, strict=True)], metric)

@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.measure import Workbench, check_ran
-from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
+from tuner.metric_table import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
 from tuner.plugin.protocol import (
     INTERLEAVE_DRAIN,
     INTERLEAVE_STOP,
@@ -32,6 +31,7 @@ from tuner.plugin.protocol import (
     interleave_start,
 )
 from tuner.stats import RatioEstimate, is_settled, paired_ratio_of_sums
+from tuner.workbench import Workbench, check_ran
 
 BlockSum = tuple[int, float]  # comparable steps, their seconds (settle included)
 
@@ -156,7 +156,7 @@ def interleaved_comparison(
 ) -> InterleaveResult:
     """Compare two step-switchable strategy sets inside the running engine of ``bench``; with ``target_pairs``
     stop as soon as that many pairs are measured (a confirmation look). Raises
-    :class:`~tuner.measure.StrategyNotActive` when a strategy of either arm did not run in a process where it
+    :class:`~tuner.workbench.StrategyNotActive` when a strategy of either arm did not run in a process where it
     belongs (its counters did not move): no number from it."""
     session = bench.session
     bench.switch({})

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tuner.metric_table import LATENCY_FAMILIES
 from tuner.stats import percentiles
 
 
@@ -99,41 +100,12 @@ def replay_metrics(timings: list[RequestTiming], done: list[RequestTiming]) -> d
     return metrics
 
 
-# Flat metric names used by objectives, constraints and reports: "ttft_ms.p99" -> "ttft_p99_ms".
 def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    """The names objectives, constraints and reports use (:mod:`tuner.metric_table`): ``ttft_ms.p99`` ->
+    ``ttft_p99_ms``."""
     flat = {k: float(v) for k, v in summary.items() if isinstance(v, (int, float))}
     for family in LATENCY_FAMILIES:
         for stat, value in summary[f"{family}_ms"].items():
             if value is not None:
                 flat[f"{family}_{stat}_ms"] = float(value)
     return flat
-
-
-HIGHER_IS_BETTER = {
-    "requests_per_s",
-    "output_tokens_per_s",
-    "total_tokens_per_s",
-    "goodput_requests_per_s",
-    "slo_attainment",
-    "prefix_cache_hit_rate",
-}
-# What a step-time ratio stands in for: decode throughput (1 / step time) and mean per-token latency (step time).
-# Latency percentiles, TTFT, memory and GC figures come from run-level pairs only.
-STEP_LEVEL_METRICS = {"output_tokens_per_s", "total_tokens_per_s", "tpot_mean_ms", "itl_mean_ms"}
-LATENCY_FAMILIES = ("ttft", "tpot", "itl", "e2e")
-# Worst over the engine's processes; "critical" counts only collections outside a wait point (on the critical path).
-PROCESS_METRICS = (
-    "peak_rss_mb",
-    "gc_share_max",
-    "gc_max_pause_ms",
-    "gc_critical_share_max",
-    "gc_critical_max_pause_ms",
-)
-# How a stream kept to its schedule, and vLLM's prefix-cache hits (present only where measured).
-REPLAY_METRICS = ("send_lag_p99_ms", "send_lag_max_ms")
-METRIC_NAMES = (
-    sorted(HIGHER_IS_BETTER)
-    + [f"{family}_{stat}_ms" for family in LATENCY_FAMILIES for stat in ("mean", "p50", "p90", "p99")]
-    + list(PROCESS_METRICS)
-    + list(REPLAY_METRICS)
-)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.metrics import HIGHER_IS_BETTER
+from tuner.metric_table import HIGHER_IS_BETTER
 from tuner.stats import RatioEstimate, paired_ratio_of_sums
 
 Pair = tuple[float, float, float, float]

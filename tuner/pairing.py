@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.config.search import Objective, Pairs
-from tuner.measure import Workbench
-from tuner.metrics import HIGHER_IS_BETTER, flat_metrics
+from tuner.metric_table import HIGHER_IS_BETTER
+from tuner.metrics import flat_metrics
 from tuner.stats import RatioEstimate, is_settled, mirrored_order, paired_ratio, paired_ratio_of_sums
+from tuner.workbench import Workbench
 
 
 @dataclass
@@ -68,7 +69,7 @@ def _switch(bench: Workbench, strategies: dict[str, dict[str, Any]], arms: Arms)
     arms.switch_s.append(time.perf_counter() - started)
 
 
-def measure_pairs(
+def paired_runs(
     bench: Workbench,
     trial_strategies: dict[str, dict[str, Any]],
     pairs: Pairs,

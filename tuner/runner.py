@@ -11,11 +11,11 @@ from tuner.config import Experiment
 from tuner.environment import environment_record
 from tuner.errors import ResultRelocated, UserError
 from tuner.feedback import SILENT, Feedback, task
-from tuner.measure import Workbench
 from tuner.metrics import flat_metrics
 from tuner.plugin.protocol import encode_spec
 from tuner.results.files import destination_problem, new_run_dir, write_json_keeping
 from tuner.results.records import RUN_SCHEMA, Repetition, RunRecord
+from tuner.workbench import Workbench
 
 
 def aggregate(repetitions: Sequence[Repetition]) -> dict[str, dict[str, float]]:

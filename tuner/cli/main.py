@@ -95,7 +95,7 @@ def versions(
     """Compare vLLM installs on this host with the same experiment: engine starts alternate in mirrored order,
     each in its install's own interpreter; with more than two installs, bisect the sequence for the step that
     changed the metric."""
-    from tuner.metrics import METRIC_NAMES
+    from tuner.metric_table import METRIC_NAMES
     from tuner.versions.installs import probe
     from tuner.versions.run import compare_installs
 

@@ -236,7 +236,7 @@ def check_search(search: Search, engine: dict[str, Any], root: yaml.Node | None)
     """Space keys must name strategies, their parameters or engine args; metrics must exist."""
     from strategies import strategy_classes
     from tuner.engine_args import value_problem
-    from tuner.metrics import METRIC_NAMES
+    from tuner.metric_table import METRIC_NAMES
     from tuner.vllm_env import engine_arg_names
 
     problems = []

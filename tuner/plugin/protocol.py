@@ -2,12 +2,13 @@
 
 The tuner hands the plugin a spec through an environment variable (:data:`ENV_VAR`, made by :func:`encode_spec`),
 reaches every process with control requests (:data:`CONTROL_METHOD`, :func:`control_every_engine`) and gets one
-:class:`ProcessReport` per process back. Everything here is plain data and small functions: importing it loads
-neither vLLM nor the plugin's hooks, so the tuner side never runs plugin code by accident.
+:class:`ProcessReport` per process back. Importing it loads neither vLLM nor the plugin's hooks, so the tuner side
+never runs plugin code by accident.
 
-The one place both sides share a process is a front-end that vLLM runs inside the tuner (offline and streaming
-modes): the tuner loads the plugin there as vLLM does, through its entry point (:func:`load_plugin_here`), and the
-plugin offers that process's report through :func:`local_control`.
+It is plain data and small functions but for one piece of state: a front-end that vLLM runs inside the tuner
+(offline and streaming modes) shares its process with the plugin. The tuner loads the plugin there as vLLM does,
+through its entry point (:func:`load_plugin_here`), and the plugin registers that process's control handler, a
+process-global (:func:`offer_local_control`), which :func:`local_control` calls.
 """
 
 from __future__ import annotations

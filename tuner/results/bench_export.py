@@ -36,13 +36,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
 from tuner.errors import UserError
-from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES
+from tuner.metric_table import HIGHER_IS_BETTER, LATENCY_FAMILIES, metric_unit
 from tuner.results.describe import (
     UNBOUNDED,
     baseline_trial,
     describe_engine,
     describe_strategies,
-    metric_unit,
     ratio_metrics,
     vllm_version,
 )

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import UserError
-from tuner.metrics import HIGHER_IS_BETTER, METRIC_NAMES
-from tuner.results.describe import describe_engine, describe_strategies, metric_unit, vllm_version
+from tuner.metric_table import HIGHER_IS_BETTER, METRIC_NAMES, metric_unit
+from tuner.results.describe import describe_engine, describe_strategies, vllm_version
 from tuner.results.records import load, run_reps, trial_metric, trial_reps
 from tuner.stats import unpaired_ratio
 

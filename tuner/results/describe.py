@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES
+from tuner.metric_table import HIGHER_IS_BETTER, LATENCY_FAMILIES
 from tuner.stats import UNBOUNDED_LOG
 
 
@@ -71,38 +71,12 @@ def aggregate_processes(process_lists: Iterable[Sequence[Mapping[str, Any]]]) ->
     return list(out.values())
 
 
-def metric_unit(metric: str) -> str:
-    """The unit of ``metric``: every metric has one, since charts, tables and exports label values with it."""
-    exact = {
-        "slo_attainment": "fraction",
-        "prefix_cache_hit_rate": "fraction",
-        "gc_share_max": "fraction",
-        "gc_critical_share_max": "fraction",
-        "peak_rss_mb": "MiB",
-        "completed": "requests",
-        "failed": "requests",
-        "prompt_tokens": "tokens",
-        "output_tokens": "tokens",
-    }
-    suffixes = (("_ms", "ms"), ("requests_per_s", "req/s"), ("tokens_per_s", "tok/s"), ("_s", "s"))
-    if metric in exact:
-        return exact[metric]
-    for suffix, unit in suffixes:
-        if metric.endswith(suffix):
-            return unit
-    raise ValueError(f"no unit known for metric {metric!r}")
-
-
 def metric_title(metric: str) -> str:
     """``itl_p99_ms`` -> ``ITL p99``; ``output_tokens_per_s`` -> ``output tokens/s``."""
     for family in LATENCY_FAMILIES:
         if metric.startswith(family + "_") and metric.endswith("_ms"):
             return f"{family.upper()} {metric[len(family) + 1 : -3]}"
     return metric.replace("_per_s", "/s").replace("_", " ")
-
-
-def is_higher_better(metric: str) -> bool:
-    return metric in HIGHER_IS_BETTER
 
 
 def fmt_num(value: float | None, digits: int = 4) -> str:
@@ -190,7 +164,7 @@ def pick_best(summary: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
         if number in trials:
             return trials[number], "best significant winner"
     first = summary["objectives"][0]["metric"]
-    sign = 1 if is_higher_better(first) else -1
+    sign = 1 if first in HIGHER_IS_BETTER else -1
     candidates = [
         t
         for t in summary["trials"]

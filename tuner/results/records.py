@@ -18,11 +18,13 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from tuner.errors import UserError
-from tuner.metrics import LATENCY_FAMILIES, flat_metrics
+from tuner.metric_table import LATENCY_FAMILIES
+from tuner.metrics import flat_metrics
 from tuner.plugin.protocol import ProcessReport
 from tuner.traffic.workload_record import WorkloadRecord
 
@@ -32,7 +34,25 @@ SUPPORTED_RUN_SCHEMAS = {RUN_SCHEMA}
 SUPPORTED_SWEEP_SCHEMAS = {SWEEP_SCHEMA}
 
 Kind = Literal["run", "sweep"]
-TrialState = Literal["COMPLETE", "FAIL", "PRUNED", "RUNNING", "WAITING", "INTERRUPTED"]
+
+
+class TrialState(StrEnum):
+    """A trial row's state: Optuna's own, with a trial stopped by Ctrl-C or SIGTERM told apart from one that failed."""
+
+    COMPLETE = "COMPLETE"
+    PRUNED = "PRUNED"
+    FAIL = "FAIL"
+    INTERRUPTED = "INTERRUPTED"
+    RUNNING = "RUNNING"
+    WAITING = "WAITING"
+
+    def is_finished(self) -> bool:
+        """Whether the trial has stopped running (as Optuna's ``TrialState.is_finished``)."""
+        return self not in (TrialState.RUNNING, TrialState.WAITING)
+
+    def is_done(self) -> bool:
+        """Whether its point needs no more runs: a failed or interrupted trial's point is queued again."""
+        return self in (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 class EngineRecord(TypedDict):

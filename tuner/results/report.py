@@ -19,12 +19,11 @@ import math
 import statistics
 from pathlib import Path
 
-from tuner.metrics import LATENCY_FAMILIES, METRIC_NAMES
+from tuner.metric_table import LATENCY_FAMILIES, METRIC_NAMES, metric_unit
 from tuner.results.describe import (
     aggregate_processes,
     describe_strategies,
     fmt_num,
-    metric_unit,
     vllm_version,
 )
 from tuner.results.document import Doc

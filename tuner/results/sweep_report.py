@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tuner.metric_table import HIGHER_IS_BETTER, metric_unit
 from tuner.results.describe import (
     ProcessGc,
     aggregate_processes,
@@ -17,9 +18,7 @@ from tuner.results.describe import (
     fmt_num,
     fmt_p,
     fmt_ratio,
-    is_higher_better,
     metric_title,
-    metric_unit,
     pick_best,
     ratio_metrics,
     trial_label,
@@ -285,7 +284,7 @@ def _ratio_panel(trials: Sequence[Mapping[str, Any]], metric: str) -> Any:
                 baseline=False,
             )
         )
-    direction = "higher is better" if is_higher_better(metric) else "lower is better"
+    direction = "higher is better" if metric in HIGHER_IS_BETTER else "lower is better"
     return plots.RatioPanel(f"{metric_title(metric)} ({direction})", bars)
 
 

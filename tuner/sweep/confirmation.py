@@ -8,7 +8,7 @@ with O'Brien-Fleming looks and Holm across candidates (:func:`tuner.sweep.decisi
 of sums: tokens over wall time per repetition at run level, steps over step seconds at step level. The result
 is stored on the study (user attr ``confirmation``) so ``--resume`` and ``tuner report`` see it.
 
-The engine work is injected (:data:`Measure`), so this module is plain decisions and bookkeeping.
+The engine work is injected (:data:`FreshPairs`), so this module is plain decisions and bookkeeping.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import optuna
 
 from tuner.config.search import Search
 from tuner.feedback import SILENT, Feedback
-from tuner.metrics import STEP_LEVEL_METRICS
+from tuner.metric_table import STEP_LEVEL_METRICS
 from tuner.paired_estimate import Pair, pairs_estimate, run_pair
+from tuner.results.records import TrialState
 from tuner.stats import RatioEstimate, mde
 from tuner.sweep.decisions import (
     ConfirmationPlan,
@@ -55,7 +56,7 @@ class Candidate:
     left_out: tuple[str, ...] = ()  # what its estimate does not see (steps: the front-end part of its effect)
 
 
-Measure = Callable[[Candidate, int, int, float], list[Pair]]
+FreshPairs = Callable[[Candidate, int, int, float], list[Pair]]
 """``(candidate, pairs measured so far, pairs wanted, seconds left)`` -> that many fresh pairs (fewer when the
 time ran out)."""
 
@@ -66,7 +67,7 @@ def screening_results(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[l
     and they cannot be confirmed against vLLM as installed."""
     results, notes = [], []
     for row in rows:
-        if row["state"] != "COMPLETE" or row["is_baseline"] or row["aa"]:
+        if row["state"] != TrialState.COMPLETE or row["is_baseline"] or row["aa"]:
             continue
         if row["engine"]:
             notes.append(
@@ -118,7 +119,7 @@ def _finite(value: float) -> float | None:
 
 
 def run_confirmation(
-    rows: Sequence[Mapping[str, Any]], search: Search, measure: Measure, feedback: Feedback = SILENT
+    rows: Sequence[Mapping[str, Any]], search: Search, fresh_pairs: FreshPairs, feedback: Feedback = SILENT
 ) -> dict[str, Any]:
     """Plan, measure look by look and decide; return the record to store on the study."""
     metric = search.objectives[0].metric
@@ -156,7 +157,7 @@ def run_confirmation(
             if len(looks[number]) < k:  # its time ran out at an earlier look
                 continue
             left_s = search.confirm.budget_s - len(pairs[number]) / cand.pairs_per_s
-            pairs[number] += measure(cand, len(pairs[number]), wanted - len(pairs[number]), max(left_s, 0.0))
+            pairs[number] += fresh_pairs(cand, len(pairs[number]), wanted - len(pairs[number]), max(left_s, 0.0))
             if len(pairs[number]) >= wanted:
                 looks[number].append(pairs_estimate(pairs[number][:wanted], metric, seed=k))
         decision = confirm(plan, screening, looks)

@@ -20,11 +20,10 @@ from tuner.config import Experiment
 from tuner.config.search import Search, split_key
 from tuner.errors import UserError
 from tuner.sweep.space import TrialConfig, baseline_params, config_from_params, grid, suggest
-from tuner.sweep.trial_attrs import TrialAttrs, read
+from tuner.sweep.trial_attrs import TrialAttrs, read, state
 
 DEFAULT_TRIALS = 20
 WORKLOAD_ATTR = "workload"  # the study's WorkloadRecord, set when its first engine is up
-FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 MAX_RETRY = 2  # a trial whose worker died is run again at most this often
 
 
@@ -176,16 +175,17 @@ def planned_trials(experiment: Experiment, *, aa: bool) -> int:
 
 def enqueue_missing(study: optuna.Study, experiment: Experiment, *, aa: bool) -> int:
     """Queue the baseline (and every grid point) not yet finished or queued; return the trials still to run."""
-    states = (*FINISHED, optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING)
     taken = [
-        t.params or t.system_attrs.get("fixed_params", {}) for t in study.get_trials(deepcopy=False, states=states)
+        t.params or t.system_attrs.get("fixed_params", {})
+        for t in study.get_trials(deepcopy=False)
+        if state(t).is_done() or not state(t).is_finished()
     ]
     wanted = _queued_points(experiment, aa=aa)
     for params in wanted:
         if params not in taken:
             study.enqueue_trial(params, user_attrs=dict(TrialAttrs(baseline=params == wanted[0])))
             taken.append(params)
-    done = len(study.get_trials(deepcopy=False, states=FINISHED))
+    done = sum(state(t).is_done() for t in study.get_trials(deepcopy=False))
     return max(planned_trials(experiment, aa=aa) - done, 0)
 
 

@@ -9,7 +9,7 @@ import shlex
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import optuna
 
@@ -18,7 +18,7 @@ from tuner.config.search import Search
 from tuner.engine_args import cli_flags
 from tuner.environment import environment_record
 from tuner.errors import UserError
-from tuner.metrics import HIGHER_IS_BETTER
+from tuner.metric_table import HIGHER_IS_BETTER
 from tuner.plugin.protocol import encode_spec
 from tuner.results.records import SWEEP_SCHEMA, SweepSummary, TrialRow, TrialState, Winner
 from tuner.stats import unpaired_ratio
@@ -29,7 +29,7 @@ from tuner.sweep.confirmation import (
     screening_results,
 )
 from tuner.sweep.study import WORKLOAD_ATTR, make_storage, require_search
-from tuner.sweep.trial_attrs import INTERRUPTED, read
+from tuner.sweep.trial_attrs import read, state
 
 UNPAIRED_NOTE = (
     "descriptive only: this trial's repetitions against the baseline trial's, measured at other times on another "
@@ -56,7 +56,7 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTi
     for row in rows:
         if row["number"] in retried_as and not row["failure"]:
             row["failure"] = f"its worker stopped sending heartbeats; retried as trial {retried_as[row['number']]}"
-    complete = [r for r in rows if r["state"] == "COMPLETE"]
+    complete = [r for r in rows if r["state"] == TrialState.COMPLETE]
     pareto = [t.number for t in study.best_trials if read(t).get("feasible")] if complete else []
     confirmation = current_confirmation(study, rows, search)
     summary: SweepSummary = {
@@ -122,13 +122,13 @@ def incomplete_reasons(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     reasons = []
     retried = {r["number"] for r in rows if r["failure"] and "retried as trial" in r["failure"]}
     base = [r for r in rows if r["is_baseline"]]
-    if base and not any(r["state"] == "COMPLETE" for r in base):
+    if base and not any(r["state"] == TrialState.COMPLETE for r in base):
         why = next((r["failure"] for r in reversed(base) if r["failure"]), None) or base[-1]["state"]
         reasons.append(f"the baseline trial did not complete ({why})")
     others = [r for r in rows if not r["is_baseline"]]
-    if others and not any(r["state"] in ("COMPLETE", "PRUNED") for r in others):
+    if others and not any(TrialState(r["state"]).is_done() for r in others):
         reasons.append("no trial other than the baseline completed")
-    failed = [r for r in others if r["state"] == "FAIL" and r["number"] not in retried]
+    failed = [r for r in others if r["state"] == TrialState.FAIL and r["number"] not in retried]
     if failed:
         listed = "; ".join(f"#{r['number']}: {r['failure'] or 'no reason recorded'}" for r in failed[:3])
         more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
@@ -148,10 +148,9 @@ def _trial_row(
     trial: optuna.trial.FrozenTrial, baseline: optuna.trial.FrozenTrial | None, experiment: Experiment
 ) -> TrialRow:
     attrs = read(trial)
-    state = cast(TrialState, "INTERRUPTED" if attrs.get("failure") == INTERRUPTED else trial.state.name)
     row: TrialRow = {
         "number": trial.number,
-        "state": state,
+        "state": state(trial),
         "is_baseline": bool(attrs.get("baseline")),
         "aa": bool(attrs.get("aa")),
         "strategies": attrs.get("strategies", {}),
@@ -194,7 +193,7 @@ def _best(rows: Sequence[TrialRow], search: Search) -> list[int]:
     winners = [
         r
         for r in rows
-        if r["state"] == "COMPLETE" and r["feasible"] and r["verdict"] == "better" and not r["is_baseline"]
+        if r["state"] == TrialState.COMPLETE and r["feasible"] and r["verdict"] == "better" and not r["is_baseline"]
     ]
     sign = -1 if first.resolved_direction == "maximize" else 1
     winners.sort(key=lambda r: sign * r["ratios"][first.metric]["ratio"])

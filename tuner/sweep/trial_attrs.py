@@ -12,7 +12,9 @@ from typing import Any, TypedDict, cast
 
 import optuna
 
-INTERRUPTED = "interrupted"  # the failure of a trial stopped by Ctrl-C or SIGTERM
+from tuner.results.records import TrialState
+
+INTERRUPTED_FAILURE = "interrupted"  # the failure recorded on a trial stopped by Ctrl-C or SIGTERM
 
 
 class TrialAttrs(TypedDict, total=False):
@@ -20,7 +22,7 @@ class TrialAttrs(TypedDict, total=False):
     aa: bool  # an A/A trial (the baseline against itself)
     strategies: dict[str, dict[str, Any]]
     engine: dict[str, Any]  # engine-arg overrides
-    failure: str  # why it failed (INTERRUPTED when stopped)
+    failure: str  # why it failed (INTERRUPTED_FAILURE when stopped)
     worker: str  # the worker that ran it (shared studies)
     metrics: dict[str, float]  # median of each flat metric over the trial's repetitions
     anchored: dict[str, float]  # what Optuna saw: each ratio times the baseline's median
@@ -47,3 +49,10 @@ def record(trial: optuna.Trial, attrs: TrialAttrs) -> None:
 def read(trial: optuna.Trial | optuna.trial.FrozenTrial) -> TrialAttrs:
     """The attributes stored on ``trial`` (those of older studies may be missing)."""
     return cast(TrialAttrs, trial.user_attrs)
+
+
+def state(trial: optuna.trial.FrozenTrial) -> TrialState:
+    """The trial's state for the record: Optuna's, INTERRUPTED where a failed trial was stopped, not broken."""
+    if trial.state == optuna.trial.TrialState.FAIL and read(trial).get("failure") == INTERRUPTED_FAILURE:
+        return TrialState.INTERRUPTED
+    return TrialState(trial.state.name)

@@ -27,17 +27,17 @@ from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, Task, task
 from tuner.grain import Grain, grain_for
 from tuner.interleave import interleaved_comparison, step_pairs, step_ratio
-from tuner.measure import Workbench
-from tuner.metrics import STEP_LEVEL_METRICS
+from tuner.metric_table import STEP_LEVEL_METRICS
 from tuner.paired_estimate import Pair, run_pair
-from tuner.pairing import Arms, left_out_of_steps, measure_pairs, step_interleavable
+from tuner.pairing import Arms, left_out_of_steps, paired_runs, step_interleavable
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.stats import RatioEstimate
 from tuner.sweep.confirmation import SCREENING_POWER_ATTR, Candidate, screening_power
 from tuner.sweep.decisions import slo
 from tuner.sweep.study import WORKLOAD_ATTR, planned_trials, require_search, trial_config
-from tuner.sweep.trial_attrs import INTERRUPTED, read, record
+from tuner.sweep.trial_attrs import INTERRUPTED_FAILURE, read, record
 from tuner.tail_attribution import tail_record
+from tuner.workbench import Workbench
 
 TrialCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 
@@ -105,7 +105,7 @@ class Sweep:
             # An A/A sweep checks every method the real sweep would use: run-level pairs, and steps when the space
             # holds strategies that are compared step by step here.
             steps = steps or (self.aa and not is_baseline and self._space_uses_steps(bench))
-            arms = measure_pairs(
+            arms = paired_runs(
                 bench,
                 config.strategies,
                 pairs,
@@ -130,7 +130,7 @@ class Sweep:
                 arms.step_result.grain = grain.why
                 arms.step_result.left_out = left_out_of_steps(config.strategies)
         except KeyboardInterrupt:
-            record(trial, {"failure": INTERRUPTED})
+            record(trial, {"failure": INTERRUPTED_FAILURE})
             self.feedback.note(f"trial {trial.number} interrupted", "warning")
             raise
         except optuna.TrialPruned:
@@ -255,7 +255,7 @@ class Sweep:
                 seed=seed + done,
             )
         size = max(wanted, 2)
-        arms = measure_pairs(
+        arms = paired_runs(
             bench,
             candidate.strategies,
             Pairs(min=size, max=size),

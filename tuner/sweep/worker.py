@@ -32,7 +32,6 @@ from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback
 from tuner.sweep.run import require_complete, write_summary
 from tuner.sweep.study import (
-    FINISHED,
     driver_url,
     enqueue_missing,
     make_storage,
@@ -43,7 +42,7 @@ from tuner.sweep.study import (
     uses_grid,
 )
 from tuner.sweep.summary import shared_dir
-from tuner.sweep.trial_attrs import record
+from tuner.sweep.trial_attrs import record, state
 from tuner.sweep.trials import Sweep
 
 WAITING = optuna.trial.TrialState.WAITING
@@ -196,7 +195,7 @@ class ClaimGate:
             optuna.storages.fail_stale_trials(self.study)  # a dead worker's trial: failed, queued again
         trials = self.study.get_trials(deepcopy=False)
         states = [t.state for t in trials]
-        if sum(s in FINISHED for s in states) >= self.total:
+        if sum(state(t).is_done() for t in trials) >= self.total:
             return "stop"
         started = len(states) - states.count(WAITING)
         if WAITING in states or (not self.grid and started < self.total):

@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tuner.metrics import HIGHER_IS_BETTER, flat_metrics
+from tuner.metric_table import HIGHER_IS_BETTER
+from tuner.metrics import flat_metrics
 from tuner.paired_estimate import Pair, pairs_estimate, run_pair
 from tuner.stats import RatioEstimate, mde, mirrored_order, pairs_needed
 
