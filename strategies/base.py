@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, ClassVar, Literal
 
+from packaging.version import Version
+
 from strategies.requirements import Requirement, admits, forget_sources, installed_root, source_version, unmet
 
 
@@ -68,6 +70,27 @@ class Param:
         if self.high is not None and value > self.high:
             raise ValueError(f"{self.name} must be <= {self.high:g}, got {value!r}")
         return int(value) if self.kind == "int" else float(value)
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where vLLM itself stands on what a strategy changes: its default since ``default_since`` ("" for every
+    release this tool supports, None for never), with the PRs and limits in ``note``. Where vLLM already does it,
+    the strategy's ``false`` arm is the experiment: it measures what vLLM's default is worth."""
+
+    default_since: str | None
+    note: str = ""
+
+    def status(self, installed: Version | None) -> str:
+        """One line for ``tuner strategies list`` and the reports, for the installed release (None: unknown)."""
+        note = f" ({self.note})" if self.note else ""
+        if self.default_since is None:
+            return f"not in vLLM{note}"
+        if self.default_since == "":
+            return f"vLLM default in every supported release{note}: the `false` arm measures its worth"
+        if installed is not None and not admits(f">={self.default_since}", installed):
+            return f"not in vLLM {installed} (its default since {self.default_since}){note}"
+        return f"vLLM default since {self.default_since}{note}: the `false` arm measures its worth"
 
 
 @dataclass(frozen=True)
@@ -138,6 +161,8 @@ class Strategy(ABC):
     """What its patches need from vLLM's source (checked statically, here and per release in the test suite)."""
     vllm_versions: ClassVar[str] = ""
     """PEP 440 specifier of the vLLM releases it supports ("" for any)."""
+    upstream: ClassVar[Upstream] = Upstream(None)
+    """What vLLM itself does about it (:meth:`Upstream.status`)."""
     paths: ClassVar[str] = ""
     """On which code paths it acts (model runner V1/V2, sync/async scheduling, executor) and why not elsewhere."""
 

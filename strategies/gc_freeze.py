@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Strategy
+from strategies.base import Param, ProcessContext, Strategy, Upstream
 from strategies.requirements import TESTED_VLLM, CallSites, Defined, NoDirectCalls
 
 # Direct `gc.freeze()` calls that `enabled: false` need not suppress: (file in vllm/, enclosing scope).
@@ -55,6 +55,11 @@ class GcFreeze(Strategy):
         NoDirectCalls("gc", "freeze", allowed=_HARMLESS_FREEZES),
     )
     vllm_versions = TESTED_VLLM
+    upstream = Upstream(
+        "0.23",
+        "EngineCore, API server and, since 0.23, the GPU worker (#44363); not the CPU worker nor an offline LLM "
+        "front-end (#48675), where `true` goes beyond vLLM",
+    )
     paths = (
         "All paths: true freezes each process once it is ready; false suppresses vLLM's freeze_gc_heap at every "
         "call site (EngineCore, GPU worker, API server) and unfreezes."

@@ -19,7 +19,7 @@ import gc
 from typing import Any
 
 from strategies import wait_points
-from strategies.base import Param, ProcessContext, Role
+from strategies.base import Param, ProcessContext, Role, Upstream
 from strategies.requirements import TESTED_VLLM, Defined
 from strategies.threshold_strategy import ThresholdStrategy
 
@@ -46,6 +46,7 @@ class GcInWaits(ThresholdStrategy):
     paces_gc = True
     requires = (*wait_points.REQUIRES, Defined("config/scheduler.py", "SchedulerConfig.max_num_seqs"))
     vllm_versions = TESTED_VLLM
+    upstream = Upstream(None, "vLLM never collects in idle time")
     paths = (
         "mp executor (the CPU default; any scheduling): EngineCore collects while it waits for the workers' output, "
         "each worker while it waits for its next command. uni executor with async scheduling (the GPU default): "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies.base import Param, ProcessContext
+from strategies.base import Param, ProcessContext, Upstream
 from strategies.requirements import TESTED_VLLM, Defined
 from strategies.threshold_strategy import ThresholdStrategy
 
@@ -28,6 +28,7 @@ class GcThreshold(ThresholdStrategy):
     paces_gc = True
     requires = (Defined("config/scheduler.py", "SchedulerConfig.max_num_seqs"),)
     vllm_versions = TESTED_VLLM
+    upstream = Upstream(None, "vLLM never sets GC thresholds; #26369's proposal was not merged")
     paths = (
         "All paths (V1/V2 model runner, sync/async scheduling, any executor): it only sets CPython's GC thresholds "
         "in each process."

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Role, Strategy
+from strategies.base import Param, ProcessContext, Role, Strategy, Upstream
 from strategies.requirements import TESTED_VLLM, Defined, Params
 
 
@@ -42,6 +42,7 @@ class KnownDelay(Strategy):
         Params("v1/worker/gpu_worker.py", "Worker.execute_model", names=("self", "scheduler_output")),
     )
     vllm_versions = TESTED_VLLM
+    upstream = Upstream(None, "a calibration yardstick, not an optimisation")
     paths = "All paths: the scheduler's output update and the worker's execute_model are on every path."
 
     def __init__(self) -> None:

@@ -38,7 +38,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from strategies.base import Param, ProcessContext, Role, Strategy
+from strategies.base import Param, ProcessContext, Role, Strategy, Upstream
 from strategies.requirements import TESTED_VLLM, Absent, AssignedIn, Defined, Order, Params, Snippet
 
 _V1_RUNNER = "v1/worker/gpu_model_runner.py"
@@ -251,6 +251,7 @@ class NdarrayOutputs(Strategy):
         ),
     )
     vllm_versions = TESTED_VLLM
+    upstream = Upstream(None, "merged and reverted upstream, #29121; #35446 (+0.9%) closed unmerged")
     paths = (
         "Model Runner V2 (the GPU default) with any scheduling, executor and speculative decoding: the rows are built "
         "in AsyncOutput.get_output. V1 model runner with sync scheduling (the CPU default; on a GPU with "

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from strategies.base import Applicability, Param, ProcessContext, Role, Strategy
+from strategies.base import Applicability, Param, ProcessContext, Role, Strategy, Upstream
 from strategies.requirements import AssignedIn, Defined, Params, Snippet
 
 _SAMPLER = "v1/worker/gpu/sample/sampler.py"  # the V2 model runner's sampler
@@ -41,6 +41,7 @@ class SamplerCopyElision(Strategy):
     # 0.28: the first release whose elision reads `needs_logits_processing` (0.27 elides through a method the
     # patch does not read, 0.26 never makes the copy); 0.28-0.33 write both lines and the parameters alike.
     vllm_versions = ">=0.28,<0.34"
+    upstream = Upstream("0.27", "#47711; the per-request flag this patch reads since 0.28, #52329")
     paths = (
         "V2 model runner only (the GPU default with Triton; on CPU it needs triton-cpu), any scheduling and "
         "executor: the copy lives in the V2 sampler. Refused on the V1 runner (the CPU default) and on vLLM < 0.28, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Role, Strategy
+from strategies.base import Param, ProcessContext, Role, Strategy, Upstream
 from strategies.requirements import TESTED_VLLM, AssignedIn, Defined, Params, Snippet
 
 _MANAGER = "v1/core/kv_cache_manager.py"
@@ -31,6 +31,7 @@ class SharedEmptyKvBlocks(Strategy):
         Defined(_MANAGER, "KVCacheBlocks.blocks"),
     )
     vllm_versions = TESTED_VLLM
+    upstream = Upstream("", "#24964")
     paths = (
         "All paths (V1/V2 model runner, sync/async scheduling, any executor): they share EngineCore's KV-cache manager."
     )

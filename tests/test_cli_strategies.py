@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from packaging.version import Version
 from rich.table import Table
 from typer.testing import CliRunner
 
 from strategies import strategy_classes
 from strategies.gc_freeze import GcFreeze
+from strategies.sampler_copy_elision import SamplerCopyElision
+from strategies.shm_spin_window import ShmSpinWindow
 from tuner.cli.main import app
 from tuner.cli.output import console
 
@@ -25,13 +28,32 @@ def _listed(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
     return {name: {h: cells[i] for h, cells in columns.items()} for i, name in enumerate(columns["name"])}
 
 
-def test_every_builtin_but_gc_freeze_is_switched_per_step_and_gc_freeze_says_why_not(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+RUN_LEVEL = {"gc_freeze": GcFreeze, "shm_spin_window": ShmSpinWindow}
+
+
+def test_every_builtin_is_switched_per_step_but_those_that_say_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
     rows = _listed(monkeypatch)
     builtin = [name for name, cls in strategy_classes().items() if cls.__module__.startswith("strategies.")]
-    assert "gc_freeze" in builtin and len(builtin) > 1
+    assert set(RUN_LEVEL) < set(builtin)
     assert set(builtin) <= set(rows)
     for name in builtin:
-        expected = f"between runs: {GcFreeze.run_level_reason}" if name == "gc_freeze" else "per step"
+        expected = f"between runs: {RUN_LEVEL[name].run_level_reason}" if name in RUN_LEVEL else "per step"
         assert rows[name]["switchable"] == expected, name
+
+
+def test_each_builtin_says_where_vllm_stands_on_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM 0.32 here: its defaults are measured by the `false` arm, the rest are not in vLLM."""
+    rows = _listed(monkeypatch)
+    upstream = {name: rows[name]["upstream"] for name in ("gc_freeze", "shared_empty_kv_blocks", "gc_threshold")}
+    assert upstream["gc_freeze"].startswith("vLLM default since 0.23 (")
+    assert upstream["shared_empty_kv_blocks"].startswith("vLLM default in every supported release (#24964)")
+    assert all(u.endswith("the `false` arm measures its worth") for n, u in upstream.items() if n != "gc_threshold")
+    assert upstream["gc_threshold"].startswith("not in vLLM (")
+    assert rows["shm_spin_window"]["upstream"] == "not in vLLM (vLLM hard-codes a 1 s window; #52814)"
+
+
+def test_a_default_newer_than_the_installed_release_is_not_claimed() -> None:
+    copy = SamplerCopyElision.upstream
+    assert copy.status(Version("0.26.0")).startswith("not in vLLM 0.26.0 (its default since 0.27)")
+    assert copy.status(Version("0.33.0")).startswith("vLLM default since 0.27")
+    assert copy.status(None).startswith("vLLM default since 0.27")

@@ -154,11 +154,17 @@ def worker(
 @strategies_app.command("list")
 def strategies_list() -> None:
     """Each strategy, whether it applies to the installed vLLM (and why not), the vLLM releases and code paths it
-    supports, and its parameters."""
+    supports, where vLLM itself stands on it, and its parameters."""
     from strategies import strategy_classes
+    from strategies.requirements import installed_root, source_version
 
+    root = installed_root()
+    installed = source_version(root) if root is not None else None
     table = Table(title="strategies")
-    columns = ("name", "applies", "vLLM", "code paths", "switchable", "processes", "parameters", "description")
+    columns = (
+        *("name", "applies", "vLLM", "upstream", "code paths"),
+        *("switchable", "processes", "parameters", "description"),
+    )
     for column in columns:
         table.add_column(column, no_wrap=column in {"name", "vLLM"}, overflow="fold")
     with user_errors():
@@ -169,7 +175,10 @@ def strategies_list() -> None:
             versions = cls.vllm_versions.replace(",", ", ") or "any"
             switch = _switchable(cls)
             roles = ", ".join(sorted(r.value for r in cls.roles))
-            table.add_row(name, applies, versions, cls.paths or "-", switch, roles, params or "-", cls.description)
+            upstream = cls.upstream.status(installed)
+            table.add_row(
+                name, applies, versions, upstream, cls.paths or "-", switch, roles, params or "-", cls.description
+            )
     console.print(table)
 
 
