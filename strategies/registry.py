@@ -26,8 +26,18 @@ def _builtin() -> list[type[Strategy]]:
     from strategies.ndarray_outputs import NdarrayOutputs
     from strategies.sampler_copy_elision import SamplerCopyElision
     from strategies.shared_empty_kv_blocks import SharedEmptyKvBlocks
+    from strategies.shm_spin_window import ShmSpinWindow
 
-    return [GcThreshold, GcFreeze, GcInWaits, NdarrayOutputs, SharedEmptyKvBlocks, SamplerCopyElision, KnownDelay]
+    return [
+        GcThreshold,
+        GcFreeze,
+        GcInWaits,
+        NdarrayOutputs,
+        SharedEmptyKvBlocks,
+        SamplerCopyElision,
+        ShmSpinWindow,
+        KnownDelay,
+    ]
 
 
 @cache

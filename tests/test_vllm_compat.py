@@ -142,6 +142,14 @@ MUTATIONS = [
         id="call-site-alias",
     ),
     pytest.param(
+        "shm_spin_window",
+        "distributed/device_communicators/shm_broadcast.py",
+        "if current_time <= self.last_read + self.busy_loop_s:",
+        "if current_time <= self.last_read + self.spin_s:",
+        ("SpinCondition.wait", "self.busy_loop_s"),
+        id="spin-window-read",
+    ),
+    pytest.param(
         "gc_freeze",
         "v1/engine/core.py",
         "        freeze_gc_heap()\n",
