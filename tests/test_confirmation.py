@@ -185,7 +185,7 @@ def test_looks_stop_early_for_a_large_gain_and_estimates_use_exactly_the_planned
     assert all(done + wanted == looks[k] for k, (_, done, wanted) in enumerate(asked[::2]))
 
 
-def test_measure_pairs_runs_in_mirrored_order_and_continues_it(tmp_path: Path) -> None:
+def test_paired_runs_go_in_mirrored_order_and_continue_it(tmp_path: Path) -> None:
     bench = FakeBench(experiment(tmp_path), {})
     objective = Objective(metric="output_tokens_per_s")
     paired_runs(bench, {"gc_freeze": {}}, Pairs(min=4, max=4), objective, 1e-9, seed=5)  # type: ignore[arg-type]

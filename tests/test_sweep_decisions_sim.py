@@ -9,6 +9,7 @@ the size, and ``benchmarks/sweep_decisions.py`` runs the default 1% design.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -209,6 +210,17 @@ def test_plan_pools_the_screening_noise_and_sizes_for_min_effect() -> None:
     assert spend_budget(capped) == capped and spend_budget(nothing) == nothing  # never shrunk, nothing to grow
     decision = confirm(nothing, [], {})
     assert decision.winner is None and decision.stop and "no feasible candidate" in decision.reason
+
+
+def test_a_trial_not_nominated_does_not_size_the_others_confirmation() -> None:
+    """The plan's noise is the candidates' own: a wild configuration ranked out (a spin window of 0 scattered its
+    pairs with log SD 1.05) would otherwise promise a confirmation far blunter than the one it gets."""
+    calm = [ScreeningResult(i, True, _estimate(0.99, 1.0 + i / 100, 1.05, n=101)) for i in range(3)]
+    wild = ScreeningResult(9, True, replace(_estimate(0.15, 0.4, 0.97, n=10), log_sd=1.05))
+    plan = plan_confirmation([*calm, wild], Design(m=3, min_effect=0.01, looks=2))
+    assert 9 not in plan.candidates and len(plan.candidates) == 3
+    assert plan.log_sd == pytest.approx(0.15) and pooled_log_sd([*calm, wild]) > 0.2
+    assert plan.pairs == pairs_needed(0.15, 0.01, m=3, looks=2)
 
 
 def test_confirm_applies_holm_checks_and_reports_confirmation_side_by_side() -> None:

@@ -154,10 +154,14 @@ class ConfirmationPlan:
 def plan_confirmation(screening: Sequence[ScreeningResult], design: Design = Design()) -> ConfirmationPlan:
     """Candidates and the confirmation size that detects ``min_effect`` with the design's power.
 
-    Sized at Holm's first step (alpha / number of candidates) with the screening's pooled per-pair SD.
+    Sized at Holm's first step (alpha / number of candidates) with the per-pair SD pooled over the candidates'
+    own screening: the noise their fresh pairs will have. A configuration that was not nominated (e.g. a spin
+    window of 0, whose pairs scattered with SD 1.05 beside 0.02-0.13 for the others) must not size the others'
+    confirmation: pooled over every trial it made a plan promise 32.8% where the pairs spent reached 2.6%.
     """
-    candidates = tuple(r.trial for r in select_candidates(screening, design.m))
-    log_sd = pooled_log_sd(screening)
+    chosen = select_candidates(screening, design.m)
+    candidates = tuple(r.trial for r in chosen)
+    log_sd = pooled_log_sd(chosen)
     if not candidates:
         return ConfirmationPlan((), log_sd, 0, (), design)
     if not math.isfinite(log_sd) or log_sd <= 0:
