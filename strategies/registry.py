@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 def _builtin() -> list[type[Strategy]]:
     from strategies.gc_freeze import GcFreeze
     from strategies.gc_in_waits import GcInWaits
+    from strategies.gc_refreeze import GcRefreeze
     from strategies.gc_threshold import GcThreshold
     from strategies.known_delay import KnownDelay
     from strategies.ndarray_outputs import NdarrayOutputs
@@ -31,6 +32,7 @@ def _builtin() -> list[type[Strategy]]:
     return [
         GcThreshold,
         GcFreeze,
+        GcRefreeze,
         GcInWaits,
         NdarrayOutputs,
         SharedEmptyKvBlocks,

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from strategies import strategy_classes
 from strategies.gc_freeze import GcFreeze
+from strategies.gc_refreeze import GcRefreeze
 from strategies.sampler_copy_elision import SamplerCopyElision
 from strategies.shm_spin_window import ShmSpinWindow
 from tuner.cli.main import app
@@ -28,7 +29,7 @@ def _listed(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
     return {name: {h: cells[i] for h, cells in columns.items()} for i, name in enumerate(columns["name"])}
 
 
-RUN_LEVEL = {"gc_freeze": GcFreeze, "shm_spin_window": ShmSpinWindow}
+RUN_LEVEL = {"gc_freeze": GcFreeze, "gc_refreeze": GcRefreeze, "shm_spin_window": ShmSpinWindow}
 
 
 def test_every_builtin_is_switched_per_step_but_those_that_say_why_not(monkeypatch: pytest.MonkeyPatch) -> None:

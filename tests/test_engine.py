@@ -155,6 +155,18 @@ def test_gc_freeze_on_everywhere_and_off_undoes_upstream(bench: Workbench) -> No
     assert by_role(native["processes"])["engine_core"]["gc"]["freeze_count"] > 0  # upstream's freeze restored
 
 
+def test_gc_refreeze_freezes_each_engine_process_again_after_n_steps(bench: Workbench) -> None:
+    native = by_role(switched(bench, {})["processes"])
+    refrozen = by_role(switched(bench, {"gc_refreeze": {"after_steps": 4}})["processes"])
+    for role in ("engine_core", "worker"):
+        counters = refrozen[role]["counters"]["gc_refreeze"]
+        assert counters["steps_before_refreeze"] == 4 and counters["refreezes"] == 1, (role, counters)
+        assert refrozen[role]["gc"]["freeze_count"] > native[role]["gc"]["freeze_count"], role
+    reverted = by_role(switched(bench, {})["processes"])
+    assert reverted["worker"]["gc"]["freeze_count"] == 0  # vLLM never freezes the CPU worker
+    assert reverted["engine_core"]["gc"]["freeze_count"] > 0  # its start-up freeze, made again
+
+
 def test_ndarray_outputs_flow_from_worker_to_scheduler(bench: Workbench) -> None:
     rep = switched(bench, {"ndarray_outputs": {"enabled": True}})
     roles = by_role(rep["processes"])
