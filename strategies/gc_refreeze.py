@@ -4,9 +4,13 @@ vLLM freezes the heap once, after start-up (EngineCore, API server, GPU worker):
 create and keep (caches filled on first use, compiled kernels, allocator pools) stays in the oldest generation and
 is walked by every full collection for the rest of the engine's life. ``after_steps: N`` freezes again, the way
 vLLM freezes (``freeze_gc_heap``: collect every generation, then freeze), once this process has executed N steps
-since the arm was applied: EngineCore counts the batches whose output it processes, a worker those it executes
+since it was applied: EngineCore counts the batches whose output it processes, a worker those it executes
 (under the ``uni`` executor, one process, EngineCore counts). The price is paid once (one full collection) and
 whatever is in flight at that moment (the live requests' objects) is frozen with the rest, never collected.
+
+A freeze cannot be undone in place (see ``run_level_reason``), so the strategy is applied when an engine starts
+and never switched on a running one: ``tuner run`` measures it, a sweep refuses it in its space until restart
+pairs exist. ``revert`` only cleans up a process that retires it.
 
 The refreeze goes through vLLM's own ``freeze_gc_heap``, so ``gc_freeze: {enabled: false}`` (never freeze)
 suppresses it too, and the strategy then says it is not in force rather than measure nothing.
@@ -36,11 +40,11 @@ class GcRefreeze(Strategy):
         ),
     )
     roles = frozenset({Role.ENGINE_CORE, Role.WORKER})
-    switchable = True
+    switchable = False
     run_level_reason = (
-        "a freeze is for good: it changes the heap every later step works on, and undoing it (unfreeze, collect, "
-        "freeze again where vLLM had frozen) also freezes what is alive at that moment, so the native arm after a "
-        "switch keeps part of the effect and in-place comparisons understate it"
+        "a freeze cannot be undone in place: undoing it (unfreeze, collect, freeze again where vLLM had frozen) "
+        "freezes whatever is alive at that moment, most of what the refreeze froze, so a baseline measured after "
+        "it on the same engine would carry the effect; each arm needs an engine of its own"
     )
     requires = (
         Defined("utils/gc_utils.py", "freeze_gc_heap"),

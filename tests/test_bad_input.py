@@ -106,6 +106,7 @@ CASES: dict[str, tuple[str, int | None]] = {
     # the search space
     "search_unknown_strategy.yaml": ("search.space.gc_magic: unknown strategy 'gc_magic'", 9),
     "search_not_applicable.yaml": ("search.space.sampler_copy_elision: does not apply to the installed vLLM", 9),
+    "search_restart_only.yaml": ("search.space.gc_refreeze: gc_refreeze is compared only by restarting the engine", 9),
     "search_param_without_toggle.yaml": (
         "search.space.gc_threshold.gen0_per_seq: add `gc_threshold: [false, true]`",
         9,

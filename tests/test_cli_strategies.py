@@ -29,16 +29,19 @@ def _listed(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
     return {name: {h: cells[i] for h, cells in columns.items()} for i, name in enumerate(columns["name"])}
 
 
-RUN_LEVEL = {"gc_freeze": GcFreeze, "gc_refreeze": GcRefreeze, "shm_spin_window": ShmSpinWindow}
+RUN_LEVEL = {"gc_freeze": GcFreeze, "shm_spin_window": ShmSpinWindow}
+RESTART = {"gc_refreeze": GcRefreeze}
 
 
 def test_every_builtin_is_switched_per_step_but_those_that_say_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
     rows = _listed(monkeypatch)
     builtin = [name for name, cls in strategy_classes().items() if cls.__module__.startswith("strategies.")]
-    assert set(RUN_LEVEL) < set(builtin)
+    assert set(RUN_LEVEL) | set(RESTART) < set(builtin)
     assert set(builtin) <= set(rows)
     for name in builtin:
         expected = f"between runs: {RUN_LEVEL[name].run_level_reason}" if name in RUN_LEVEL else "per step"
+        if name in RESTART:
+            expected = f"restart: {RESTART[name].run_level_reason}"
         assert rows[name]["switchable"] == expected, name
 
 

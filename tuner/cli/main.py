@@ -201,7 +201,7 @@ def _switchable(cls: type[Strategy]) -> str:
         return "per step"
     if cls.switchable:
         return f"between runs: {cls.run_level_reason}"
-    return "restart"
+    return f"restart: {cls.run_level_reason}"
 
 
 def _describe_param(param: Param) -> str:

@@ -267,6 +267,9 @@ def check_search(search: Search, engine: dict[str, Any], root: yaml.Node | None)
         verdict = cls().applicable()
         if not verdict.ok:
             problems.append(Problem(f"does not apply to the installed vLLM: {verdict.reason}", field, line))
+        elif not cls.switchable:
+            reason = f"{head} is compared only by restarting the engine ({cls.run_level_reason}); sweeps switch "
+            problems.append(Problem(reason + "strategies in place and do not run restart pairs yet", field, line))
         elif tail is None:
             if not isinstance(spec, list) or any(not isinstance(v, bool) for v in spec):
                 problems.append(Problem("a strategy toggle takes a list of true/false", field, line))
