@@ -24,6 +24,7 @@ def _builtin() -> list[type[Strategy]]:
     from strategies.gc_refreeze import GcRefreeze
     from strategies.gc_threshold import GcThreshold
     from strategies.known_delay import KnownDelay
+    from strategies.known_stall import KnownStall
     from strategies.ndarray_outputs import NdarrayOutputs
     from strategies.sampler_copy_elision import SamplerCopyElision
     from strategies.shared_empty_kv_blocks import SharedEmptyKvBlocks
@@ -39,6 +40,7 @@ def _builtin() -> list[type[Strategy]]:
         SamplerCopyElision,
         ShmSpinWindow,
         KnownDelay,
+        KnownStall,
     ]
 
 

@@ -30,6 +30,7 @@ from tuner.plugin.protocol import (
     StrategySet,
     interleave_start,
 )
+from tuner.stalls import CompareStep, StallComparison, compare_stalls
 from tuner.stats import RatioEstimate, is_settled, paired_ratio_of_sums
 from tuner.workbench import Workbench, check_ran
 
@@ -51,6 +52,8 @@ class InterleaveResult:
     gc_share: float = 0.0  # the largest share of time any engine process spent collecting
     grain: str = ""  # why this block length and settle (see tuner.grain)
     left_out: list[str] = field(default_factory=list)  # what the engine's steps do not see (front-end parts)
+    compared: list[CompareStep] = field(default_factory=list)  # every compared step, in the order they ran
+    stalls: StallComparison | None = None  # the arms' stall rates and their paired difference
 
     def estimate_at(self, confidence: float) -> RatioEstimate | None:
         """The same step-time ratio of sums at another confidence (None below two pairs)."""
@@ -84,20 +87,27 @@ class InterleaveResult:
             "mean_step_s": self.mean_step_s,
             "grain": self.grain,
             "left_out": self.left_out,
+            "stalls": self.stalls.to_dict() if self.stalls else None,
             "verdict": self.verdict,
         }
 
 
-def _compared(block: BlockRecord) -> list[tuple[float, int, int]]:
-    """(seconds, running, tokens) of the block's steps after its washout."""
+def _compared(block: BlockRecord) -> list[tuple[float, int, int, float]]:
+    """(seconds, running, tokens, GC seconds) of the block's steps after its washout."""
     start = block["washout"]
-    return list(zip(block["dt"][start:], block["running"][start:], block["tokens"][start:], strict=True))
+    columns = (block["dt"], block["running"], block["tokens"], block["gc_s"])
+    return list(zip(*(column[start:] for column in columns), strict=True))
 
 
 def comparable_batch_size(blocks: list[BlockRecord]) -> int | None:
     """The most common running-request count among pure decode steps (tokens == running)."""
-    sizes = Counter(r for b in blocks for _, r, t in _compared(b) if r and t == r)
+    sizes = Counter(r for b in blocks for _, r, t, _ in _compared(b) if r and t == r)
     return sizes.most_common(1)[0][0] if sizes else None
+
+
+def compared_steps(block: BlockRecord, batch_size: int) -> list[tuple[float, float]]:
+    """(seconds, GC seconds) of the block's steps that the comparison counts: pure decode at ``batch_size``."""
+    return [(dt, gc_s) for dt, r, t, gc_s in _compared(block) if r == batch_size and t == r]
 
 
 def least_comparable(block_steps: int) -> int:
@@ -107,7 +117,7 @@ def least_comparable(block_steps: int) -> int:
 
 def block_sum(block: BlockRecord, batch_size: int, min_steps: int) -> BlockSum | None:
     """The block's comparable steps and their summed time, its settle time included (None when too few)."""
-    times = [dt for dt, r, t in _compared(block) if r == batch_size and t == r]
+    times = [dt for dt, _ in compared_steps(block, batch_size)]
     if len(times) < min_steps:
         return None
     return len(times), sum(times) + block["settle_s"]
@@ -189,6 +199,12 @@ def interleaved_comparison(
     result.gen0_collections = max((r["gc"]["collections"][0] for r in engine), default=0)
     result.gc_share = max((r["gc"]["gc_share"] for r in engine), default=0.0)
     result.washout = max((b["washout"] for b in blocks), default=0)
+    if result.batch_size is not None:
+        rule = bench.experiment.measure.stalls.rule()
+        result.compared = [
+            (b["arm"], b["pair"], *step) for b in blocks for step in compared_steps(b, result.batch_size)
+        ]
+        result.stalls = compare_stalls(result.compared, rule, seed=seed)
     return result
 
 

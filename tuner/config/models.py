@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tuner.config.search import Scalar, Search
+from tuner.stats.stall_rate import StallRule
 from tuner.traffic.dataset import Dataset
 
 MAX_TOKENS = 1 << 24  # longer than any model's context
@@ -117,10 +118,21 @@ class Slo(_Strict):
     e2e_ms: float | None = Field(None, gt=0)
 
 
+class Stalls(_Strict):
+    """``measure.stalls``: what a step-level comparison counts as a stall (:mod:`tuner.stats.stall_rate`)."""
+
+    factor: float = Field(3.0, gt=1, le=1000, description="a stall is slower than this times its arm's running median")
+    floor_ms: float = Field(20.0, ge=0, le=600_000, description="... and slower than this")
+
+    def rule(self) -> StallRule:
+        return StallRule(factor=self.factor, floor_s=self.floor_ms / 1e3)
+
+
 class Measure(_Strict):
     repetitions: int = Field(3, ge=1, le=1000)
     warmup_prompts: int = Field(8, ge=0, le=MAX_PROMPTS, description="one untimed batch before the first repetition")
     slo: Slo = Field(Slo(), description="targets for goodput_requests_per_s (like `vllm bench serve --goodput`)")
+    stalls: Stalls = Field(Stalls(), description="what step-level comparisons count as a stall")
 
 
 class Serve(_Strict):

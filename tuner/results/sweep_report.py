@@ -27,6 +27,7 @@ from tuner.results.describe import (
 from tuner.results.document import Doc
 from tuner.results.records import Loaded, objective_value, trial_process_lists
 from tuner.results.sections import environment_section, gc_sections
+from tuner.results.stall_section import stall_section
 from tuner.results.tail_section import tail_sections
 from tuner.results.upstream_section import upstream_section
 from tuner.results.workload_section import workload_section
@@ -81,6 +82,7 @@ def sweep_doc(loaded: Loaded, out: Path) -> Doc:
     _confirmation_section(doc, summary)
     workload_section(doc, out, summary["workload"], title=name)
     _trials_section(doc, out, summary, trials, name)
+    stall_section(doc, trials)
     _pareto_section(doc, out, summary, trials, name)
     _baseline_against_best(doc, out, summary, name)
     _importance_section(doc, out, summary, name)

@@ -1,0 +1,111 @@
+"""The stall estimand on numbers (no engine): which steps are stalls, the paired stall-rate difference's
+calibration (A/A flags at the nominal 5%) and power (a known injected rate inside its CI), and the per-arm summary
+of a step-level comparison's blocks. On the engine: ``python -m benchmarks.stall_rate``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tuner.results.document import Doc
+from tuner.results.stall_section import stall_section
+from tuner.stalls import CompareStep, compare_stalls
+from tuner.stats.stall_rate import StallRule, paired_rate_difference, stall_flags
+
+RULE = StallRule(factor=3.0, floor_s=0.020, window=64, min_history=8)
+
+
+def test_a_stall_is_slow_against_its_arms_recent_median_and_the_floor() -> None:
+    rng = np.random.default_rng(1)
+    steps = 0.030 * np.exp(rng.normal(0, 0.1, 500))  # 30 ms steps, 10% jitter
+    stalls = [3, 100, 101, 400]  # the first is too early to judge; two in a row are two stalls
+    steps[stalls] = 0.200
+    steps[250] = 0.080  # 2.7 x the median: slow, not a stall
+    judged, stall = stall_flags(steps, RULE)
+    assert not judged[:8].any() and judged[8:].all()
+    assert list(np.flatnonzero(stall)) == [100, 101, 400]
+    # On a fast host the floor decides: 5 ms among 1 ms steps is five times the median but not a stall.
+    fast = np.full(100, 0.001)
+    fast[50] = 0.005
+    assert not stall_flags(fast, RULE)[1].any()
+
+
+def _simulated(rng: np.random.Generator, pairs: int, steps: int, rate_a: float, rate_b: float) -> list:
+    return [
+        ((int(rng.binomial(steps, rate_a)), steps), (int(rng.binomial(steps, rate_b)), steps)) for _ in range(pairs)
+    ]
+
+
+def test_aa_flags_at_most_at_the_nominal_rate_and_a_known_difference_is_found_inside_its_ci() -> None:
+    """400 simulated comparisons of 80 pairs of 16-step blocks, 2% stalls per step. A/A: the flag rate's 99.9%
+    binomial range at a true 5% is [1.7%, 9.0%]; the swap test is exact, so above 9% it is broken (a correct test
+    fails this with probability < 0.05%; it flagged 3.3% here). +3 points in B (5%): power ~98% (98.5% here), so
+    below 85% it has lost power; coverage of the true +3 must be >= 90% (95.3% here; a 95% CI falls below 90%
+    in 400 draws with probability < 0.1%)."""
+    rng = np.random.default_rng(7)
+    aa = [paired_rate_difference(_simulated(rng, 80, 16, 0.02, 0.02), n_permutations=999, seed=i) for i in range(400)]
+    flagged = np.mean([d is not None and d.flagged for d in aa])
+    assert flagged <= 0.09, flagged
+    ab = [paired_rate_difference(_simulated(rng, 80, 16, 0.02, 0.05), n_permutations=999, seed=i) for i in range(400)]
+    assert all(d is not None for d in ab)
+    detected = np.mean([d.flagged and d.difference > 0 for d in ab if d])
+    covered = np.mean([d.ci_low <= 0.03 <= d.ci_high for d in ab if d])
+    assert detected >= 0.85 and covered >= 0.90, (detected, covered)
+
+
+def test_no_stalls_anywhere_is_no_difference_and_one_pair_is_too_few() -> None:
+    none = paired_rate_difference([((0, 16), (0, 16))] * 10)
+    assert none is not None and none.difference == 0 and not none.flagged and none.p_value == 1
+    assert paired_rate_difference([((1, 16), (0, 16))]) is None
+
+
+def test_a_comparisons_steps_give_each_arms_stalls_and_their_paired_difference() -> None:
+    """B stalls 150 ms on every 10th of its steps, EngineCore collecting 40 ms of it once; A never stalls."""
+    rng = np.random.default_rng(3)
+    steps: list[CompareStep] = []
+    b_steps = 0
+    for pair in range(60):
+        for arm in rng.permutation(["A", "B"]):
+            for seconds in 0.030 * np.exp(rng.normal(0, 0.1, 8)):
+                gc_s = 0.0
+                if arm == "B":
+                    b_steps += 1
+                    if b_steps % 10 == 0:
+                        seconds, gc_s = (0.160, 0.040) if b_steps == 250 else (0.150, 0.0)
+                steps.append((arm, pair, float(seconds), gc_s))
+    result = compare_stalls(steps, RULE)
+    assert result.a.stalls == 0 and result.a.steps == 480 - 8
+    assert result.b.stalls == 48 and result.b.steps == 472  # 480 steps, the first 8 not judged, no stall among them
+    assert result.b.longest_s == pytest.approx(0.160) and result.b.longest_gc_s == pytest.approx(0.040)
+    diff = result.difference
+    assert diff is not None and diff.flagged and diff.ci_low <= 0.1 <= diff.ci_high
+    data = result.to_dict()
+    assert data["arms"]["B"]["rate"] == pytest.approx(48 / 472) and data["difference"]["flagged"] is True
+
+
+def test_the_sweep_report_shows_each_step_level_trials_stalls_beside_its_verdict() -> None:
+    """A trial whose comparison counted stalls gets a row (rates, difference with CI, longest stall and EngineCore's
+    GC in it); a run-level trial (no step comparison) gets none, and with none at all there is no section."""
+    steps: list[CompareStep] = []
+    for pair in range(40):
+        steps.append(("A", pair, 0.030, 0.0))
+        steps.append(("B", pair, 0.200 if pair % 4 == 3 else 0.030, 0.012 if pair == 39 else 0.0))
+    stalls = compare_stalls(steps, RULE).to_dict()
+    trials = [
+        {
+            "number": 1,
+            "strategies": {"known_stall": {"stall_ms": 170.0, "every": 4}},
+            "step_interleave": {"stalls": stalls},
+        },
+        {"number": 2, "strategies": {"gc_freeze": {"enabled": True}}, "step_interleave": None},
+    ]
+    doc = Doc("report")
+    stall_section(doc, trials)
+    text = doc.markdown()
+    assert "## Stalls" in text and "3 x its arm's running median" in text and "20 ms" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| #1 ")]
+    assert "known_stall" in row and "0.00% of 32" in row and "25.00% of 32" in row
+    assert "| yes |" in row and "200 ms (GC 12 ms)" in row and "#2" not in text
+    empty = Doc("report")
+    stall_section(empty, trials[1:])
+    assert "Stalls" not in empty.markdown()
