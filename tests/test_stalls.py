@@ -106,6 +106,14 @@ def test_the_sweep_report_shows_each_step_level_trials_stalls_beside_its_verdict
     (row,) = [line for line in text.splitlines() if line.startswith("| #1 ")]
     assert "known_stall" in row and "0.00% of 32" in row and "25.00% of 32" in row
     assert "| yes |" in row and "200 ms (GC 12 ms)" in row and "#2" not in text
+    # Three judged pairs (the first 8 steps of each arm are not judged): 8 swap patterns cannot reach p < 0.05.
+    few_steps: list[CompareStep] = [
+        (arm, pair, 0.030, 0.0) for pair in range(4) for arm in ("A", "B") for _ in range(8)
+    ]
+    few = compare_stalls(few_steps, RULE).to_dict()
+    unbounded = Doc("report")
+    stall_section(unbounded, [{"number": 3, "strategies": {}, "step_interleave": {"stalls": few}}])
+    assert "+0.00 unbounded" in unbounded.markdown()
     empty = Doc("report")
     stall_section(empty, trials[1:])
     assert "Stalls" not in empty.markdown()

@@ -21,6 +21,15 @@ def _longest(arm: Mapping[str, Any]) -> str:
     return f"{fmt_num(arm['longest_s'] * 1e3)} ms" + (f" (GC {fmt_num(collecting * 1e3)} ms)" if collecting else "")
 
 
+def _difference(diff: Mapping[str, Any]) -> str:
+    """Percentage points with the CI; a side the test cannot bound (too few pairs) reaches a rate difference of 1."""
+    if not diff:
+        return "-"
+    low, high = diff["ci_low"], diff["ci_high"]
+    ci = "unbounded" if low <= -1 or high >= 1 else f"[{100 * low:+.2f}, {100 * high:+.2f}]"
+    return f"{100 * diff['difference']:+.2f} {ci}"
+
+
 def stall_section(doc: Doc, trials: Sequence[Mapping[str, Any]]) -> None:
     """One row per trial whose step-level comparison counted stalls; nothing when none did."""
     rows = []
@@ -36,11 +45,7 @@ def stall_section(doc: Doc, trials: Sequence[Mapping[str, Any]]) -> None:
                 trial_label(trial),
                 f"{_percent(a['rate'])} of {a['steps']}",
                 f"{_percent(b['rate'])} of {b['steps']}",
-                (
-                    f"{100 * diff['difference']:+.2f} [{100 * diff['ci_low']:+.2f}, {100 * diff['ci_high']:+.2f}]"
-                    if diff
-                    else "-"
-                ),
+                _difference(diff),
                 fmt_p(diff.get("p_value")),
                 "yes" if diff.get("flagged") else "no",
                 _longest(b),
