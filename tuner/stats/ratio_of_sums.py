@@ -104,13 +104,13 @@ _INVERSION_MIN_DRAWS = 1000
 _BISECTIONS = 50
 
 
-def _flip_sums(x: _FloatArray, exact: bool, draws: int, rng: np.random.Generator) -> _FloatArray:
-    """Per comparison and swap pattern g, the sums over the swapped pairs sum_i g_i x_i: (k, n, 4) -> (k, draws, 4).
+def flip_sums(x: _FloatArray, exact: bool, draws: int, rng: np.random.Generator) -> _FloatArray:
+    """Per comparison and swap pattern g, the sums over the swapped pairs sum_i g_i x_i: (k, n, j) -> (k, draws, j).
 
     Every pattern when ``exact`` (the same ones for every comparison), else ``draws`` random patterns per comparison.
     """
-    k, n, _ = x.shape
-    out = np.empty((k, draws, 4))
+    k, n, columns = x.shape
+    out = np.empty((k, draws, columns))
     done = 0
     for rows in _chunks(draws, k * n):
         if exact:
@@ -127,7 +127,7 @@ def _shifted_p(
 ) -> _FloatArray:
     """Two-sided sign-flip p-values of "log R = delta", per comparison: the trial amounts are scaled by exp(-delta)
     (which makes the arms exchangeable under that hypothesis), then the arms are swapped within the pairs of each
-    pattern in ``flipped`` (:func:`_flip_sums`) and the swapped |log R| counted against the observed |point - delta|.
+    pattern in ``flipped`` (:func:`flip_sums`) and the swapped |log R| counted against the observed |point - delta|.
     """
     scale = np.exp(-delta)[:, None]
     trial_amount = scale * (sums[:, None, 0] - flipped[..., 0]) + flipped[..., 2]
@@ -161,7 +161,7 @@ def _sign_flip_intervals(
         rows = slice(start, min(start + step, k))
         sub, at = x[rows], point[rows]
         sums = sub.sum(axis=1)
-        flipped = _flip_sums(sub, exact, draws, rng)
+        flipped = flip_sums(sub, exact, draws, rng)
         p_zero = _shifted_p(sums, flipped, at, np.zeros(len(at)), exact)
         p_values[rows] = p_zero
         for side, sign in enumerate((-1.0, 1.0)):

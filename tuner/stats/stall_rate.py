@@ -21,7 +21,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
-_FloatArray = npt.NDArray[np.float64]
+from tuner.stats.ratio_of_sums import flip_sums
+
 _BISECTIONS = 40
 
 
@@ -70,15 +71,6 @@ class RateDifference:
         return {**asdict(self), "flagged": self.flagged}
 
 
-def _swapped_differences(x: _FloatArray, flips: _FloatArray) -> _FloatArray:
-    """Pooled rate difference B - A for each swap pattern: x is (n, 4) = (stalls A, steps A, stalls B, steps B)."""
-    sums = x.sum(axis=0)
-    moved = flips @ (x[:, :2] - x[:, 2:])  # swapping pair i moves A's counts into B and B's into A
-    stalls_b, steps_b = sums[2] + moved[:, 0], sums[3] + moved[:, 1]
-    stalls_a, steps_a = sums[0] - moved[:, 0], sums[1] - moved[:, 1]
-    return np.asarray(stalls_b / steps_b - stalls_a / steps_a, dtype=np.float64)
-
-
 def paired_rate_difference(
     pairs: Sequence[tuple[tuple[int, int], tuple[int, int]]],
     *,
@@ -94,19 +86,23 @@ def paired_rate_difference(
         return None
     n = len(x)
     exact = 2**n <= n_permutations
-    if exact:
-        flips = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(np.float64)
-    else:
-        flips = np.random.default_rng(seed).integers(0, 2, (n_permutations, n)).astype(np.float64)
+    draws = 2**n if exact else n_permutations
+    # Swapping pair i moves (stalls, steps) A - B from A into B. Under a difference delta, B's stalls are shifted by
+    # -delta x its steps, so per swap pattern g the moved stalls are g.(sA - sB) + delta g.nB and the moved steps
+    # g.(nA - nB): three sums per pattern, taken once for every delta the CI bisection tries.
+    columns = np.stack([x[:, 0] - x[:, 2], x[:, 1] - x[:, 3], x[:, 3]], axis=1)
+    moved = flip_sums(columns[None], exact, draws, np.random.default_rng(seed))[0]
     sums = x.sum(axis=0)
     rate_a, rate_b = sums[0] / sums[1], sums[2] / sums[3]
     observed = rate_b - rate_a
 
     def p_value(delta: float) -> float:
-        shifted = x.copy()
-        shifted[:, 2] -= delta * x[:, 3]  # B's counts as they would be without a difference of delta
-        hits = int(np.sum(np.abs(_swapped_differences(shifted, flips)) >= abs(observed - delta) - 1e-12))
-        return hits / len(flips) if exact else (1 + hits) / (1 + len(flips))
+        moved_stalls = moved[:, 0] + delta * moved[:, 2]
+        stalls_b = sums[2] - delta * sums[3] + moved_stalls
+        stalls_a = sums[0] - moved_stalls
+        swapped = stalls_b / (sums[3] + moved[:, 1]) - stalls_a / (sums[1] - moved[:, 1])
+        hits = int(np.sum(np.abs(swapped) >= abs(observed - delta) - 1e-12))
+        return hits / draws if exact else (1 + hits) / (1 + draws)
 
     alpha = 1 - confidence
 
