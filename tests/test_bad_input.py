@@ -106,7 +106,22 @@ CASES: dict[str, tuple[str, int | None]] = {
     # the search space
     "search_unknown_strategy.yaml": ("search.space.gc_magic: unknown strategy 'gc_magic'", 9),
     "search_not_applicable.yaml": ("search.space.sampler_copy_elision: does not apply to the installed vLLM", 9),
-    "search_restart_only.yaml": ("search.space.gc_refreeze: gc_refreeze is compared only by restarting the engine", 9),
+    "env_unknown.yaml": (
+        "env.VLLM_USE_FASTOKEN: not an environment variable of the installed vLLM (did you mean VLLM_USE_FASTOKENS?)",
+        6,
+    ),
+    "env_value_unreadable.yaml": ("env.VLLM_USE_V2_MODEL_RUNNER: vLLM refuses 'yes': invalid literal for int()", 6),
+    "search_env_rust_frontend.yaml": (
+        "search.space.env.VLLM_USE_RUST_FRONTEND[1]: vLLM refuses 1: VLLM_RUST_FRONTEND_PATH=auto but the vllm-rs "
+        "binary was not found",
+        9,
+    ),
+    "search_env_unknown.yaml": ("search.space.env.VLLM_SPIN_WINDOW[0]: not an environment variable", 9),
+    "search_restart_dimension_by_steps.yaml": (
+        "search.space.engine.max_num_seqs: engine dimensions are compared by restart pairs, never per step",
+        10,
+    ),
+    "search_restart_only.yaml": ("search.space.gc_refreeze: gc_refreeze is compared only by restarting the engine", 10),
     "search_param_without_toggle.yaml": (
         "search.space.gc_threshold.gen0_per_seq: add `gc_threshold: [false, true]`",
         9,

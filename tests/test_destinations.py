@@ -68,6 +68,7 @@ class _Session:
 
     def __init__(self) -> None:
         self.engine_args: dict[str, Any] = {}
+        self.env: dict[str, str] = {}
 
     def close(self) -> None:
         pass

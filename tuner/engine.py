@@ -38,7 +38,7 @@ from tuner.plugin.protocol import (
     local_control,
 )
 from tuner.traffic.requests import RequestSpec
-from tuner.vllm_env import import_vllm, set_quiet_env
+from tuner.vllm_env import env_overlay, import_vllm, set_quiet_env
 
 Progress = Callable[[int], None]  # called with the number of requests finished so far
 
@@ -191,16 +191,32 @@ class EngineSession(ABC):
     local_frontend = True
     """Whether vLLM's front-end runs in this process (then the plugin reports from here too)."""
 
-    def __init__(self, engine_args: dict[str, Any], plugin_spec: str) -> None:
+    def __init__(self, engine_args: dict[str, Any], plugin_spec: str, env: dict[str, str] | None = None) -> None:
         import_vllm()
         set_quiet_env()
         os.environ[ENV_VAR] = plugin_spec  # read by the plugin in this process and every child
+        self._env = contextlib.ExitStack()  # vLLM's variables of this engine, in force until it closes
+        self._env.enter_context(env_overlay(env or {}))
+        self.env = dict(env or {})
         if self.local_frontend:
             load_plugin_here()  # vLLM loads plugins once per process: a second engine here brings its own spec
         self.engine_args = engine_args
         self.plugin_spec = plugin_spec
         started, wall = time.perf_counter(), time.time()
         self._run_id = 0
+        try:
+            self._start_watched(wall)
+        except BaseException:
+            self._env.close()
+            raise
+        self.processes = _children_since(wall)
+        self.start_s = time.perf_counter() - started
+        self.died = threading.Event()
+        self._closing = threading.Event()
+        threading.Thread(target=self._watch, daemon=True, name="tuner-engine-watch").start()
+
+    def _start_watched(self, wall: float) -> None:
+        """Start the engine under the start watch; on any failure, kill what it spawned (since ``wall``)."""
         try:
             with _StartWatch(wall):
                 self._start()
@@ -217,11 +233,6 @@ class EngineSession(ABC):
             self.processes = _children_since(wall)
             self.kill()
             raise
-        self.processes = _children_since(wall)
-        self.start_s = time.perf_counter() - started
-        self.died = threading.Event()
-        self._closing = threading.Event()
-        threading.Thread(target=self._watch, daemon=True, name="tuner-engine-watch").start()
 
     def _watch(self, poll_s: float = 0.5) -> None:
         """If an engine process dies, fail whatever waits on it (vLLM's client would wait forever)."""
@@ -275,6 +286,7 @@ class EngineSession(ABC):
             self._stop()
         finally:
             self.kill()
+            self._env.close()
 
     def kill(self) -> None:
         """SIGKILL every process the engine started (a watchdog's last resort; idempotent)."""

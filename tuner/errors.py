@@ -41,6 +41,11 @@ class EngineError(RuntimeError):
     """The engine could not start or died; the message says why (vLLM logs the details above it)."""
 
 
+class EnvNotInForce(EngineError):
+    """An engine process runs without one of vLLM's environment variables its start set: it is not the engine the
+    experiment or trial asked for."""
+
+
 class StrategyNotActive(RuntimeError):
     """A requested strategy is not active in a process where it belongs: every number would be a lie."""
 

@@ -91,6 +91,7 @@ def run_experiment(
             "args": session.engine_args,  # as resolved for the engine start
             "start_s": session.start_s,
             "mode": session.mode,
+            "env": session.env,
         },
         "environment": environment_record(),
         "strategies": experiment.strategies,

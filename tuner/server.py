@@ -189,9 +189,11 @@ class ServerSession(HttpSession):
 
     mode = "serve"
 
-    def __init__(self, engine_args: dict[str, Any], plugin_spec: str, serve: Serve) -> None:
+    def __init__(
+        self, engine_args: dict[str, Any], plugin_spec: str, serve: Serve, env: dict[str, str] | None = None
+    ) -> None:
         self.serve = serve
-        super().__init__(engine_args, plugin_spec)
+        super().__init__(engine_args, plugin_spec, env)
 
     def _start(self) -> None:
         port = free_port()

@@ -8,13 +8,14 @@ from strategies import Role, strategy_classes
 from tuner.config import Experiment, Serve
 from tuner.engine import EngineSession, OfflineSession, StreamingSession
 from tuner.engine_args import resolve_engine_args
-from tuner.errors import StrategyNotActive
+from tuner.errors import EnvNotInForce, StrategyNotActive
 from tuner.feedback import SILENT, Feedback, task
 from tuner.metrics import summarize
 from tuner.plugin.protocol import PLUGIN_ERROR, REPORT, RESET, ProcessReport, switch_request
 from tuner.server import EndpointSession, ServerSession
 from tuner.tail_attribution import attribute
 from tuner.traffic.requests import RequestSpec
+from tuner.vllm_env import env_text
 from tuner.workload import WorkloadRecord, build_requests, traffic
 
 
@@ -78,30 +79,61 @@ def check_active(reports: list[ProcessReport], requested: dict[str, dict[str, An
         raise StrategyNotActive("requested strategies are not active:\n  " + "\n  ".join(problems))
 
 
+def check_env_in_force(reports: list[ProcessReport], env: dict[str, str]) -> None:
+    """Raise :class:`EnvNotInForce` unless every process of the engine runs with ``env`` (vLLM's variables the
+    experiment or trial sets): the proof that a restart dimension reached EngineCore and each worker."""
+    wrong = [
+        f"{name}={value} is {r.get('vllm_env', {}).get(name, 'unset')} in {r['process_name']} (pid {r['pid']})"
+        for r in reports
+        for name, value in env.items()
+        if r.get("vllm_env", {}).get(name) != value
+    ]
+    if wrong:
+        raise EnvNotInForce("vLLM's environment variables did not reach the engine: " + "; ".join(wrong))
+
+
 def open_session(
-    engine_args: dict[str, Any], plugin_spec: str, *, streaming: bool, serve: Serve | None = None
+    engine_args: dict[str, Any],
+    plugin_spec: str,
+    *,
+    streaming: bool,
+    serve: Serve | None = None,
+    env: dict[str, Any] | None = None,
 ) -> EngineSession:
-    """Start the right kind of engine: in this process for the workload's shape, or an HTTP server (``serve``)."""
+    """Start the right kind of engine: in this process for the workload's shape, or an HTTP server (``serve``),
+    with vLLM's environment variables ``env`` in force while it runs (an endpoint started elsewhere has its own)."""
     args = resolve_engine_args(engine_args)
+    variables = {name: env_text(value) for name, value in (env or {}).items()}
+    if serve is not None and serve.endpoint:
+        return EndpointSession(args, plugin_spec, serve)
     if serve is not None:
-        return EndpointSession(args, plugin_spec, serve) if serve.endpoint else ServerSession(args, plugin_spec, serve)
-    return (StreamingSession if streaming else OfflineSession)(args, plugin_spec)
+        return ServerSession(args, plugin_spec, serve, variables)
+    return (StreamingSession if streaming else OfflineSession)(args, plugin_spec, variables)
 
 
 class Workbench:
     """A started engine plus the experiment's fixed requests: measure repetitions on it."""
 
     @classmethod
-    def start(cls, experiment: Experiment, plugin_spec: str, engine_args: dict[str, Any] | None = None) -> Workbench:
-        """The one engine start for an experiment: its engine args (or ``engine_args``), its workload's mode,
-        the plugin with ``plugin_spec``; warmed up, so that the first measured repetition is not a cold one."""
+    def start(
+        cls,
+        experiment: Experiment,
+        plugin_spec: str,
+        engine_args: dict[str, Any] | None = None,
+        env: dict[str, Any] | None = None,
+    ) -> Workbench:
+        """The one engine start for an experiment: its engine args and vLLM environment variables (or
+        ``engine_args``, ``env``), its workload's mode, the plugin with ``plugin_spec``; warmed up, so that the
+        first measured repetition is not a cold one."""
         session = open_session(
             experiment.engine if engine_args is None else engine_args,
             plugin_spec,
             streaming=experiment.workload.streaming,
             serve=experiment.serving,
+            env=experiment.env if env is None else env,
         )
         try:
+            check_env_in_force(session.control(REPORT), session.env)
             bench = cls(session, experiment)
             bench.warm_up()
         except BaseException:

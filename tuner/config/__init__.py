@@ -17,6 +17,7 @@ from tuner.config.checks import (
     check_dataset,
     check_engine_args,
     check_engine_configs,
+    check_env,
     check_lengths,
     check_search,
     check_strategies,
@@ -48,9 +49,13 @@ def load_experiment(path: Path | str) -> Experiment:
     except ValidationError as exc:
         raise UserError(str(path), validation_problems(exc, data, root)) from None
     problems = check_engine_args(experiment.engine, root) + check_strategies(experiment.strategies, root)
-    problems += check_lengths(experiment, root) + check_workload_memory(experiment.workload, root)
+    problems += (
+        check_env(experiment.env, root)
+        + check_lengths(experiment, root)
+        + check_workload_memory(experiment.workload, root)
+    )
     if experiment.search is not None:
-        problems += check_search(experiment.search, experiment.engine, root)
+        problems += check_search(experiment.search, experiment.engine, root, experiment.env)
     if not problems and experiment.serve.endpoint is None:
         problems = check_engine_configs(experiment, root)
     if not problems:

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from tuner.config.models import REQUEST_OVERHEAD_BYTES, Experiment, Workload
-from tuner.config.search import Range, Search, split_key, yaml_kind
+from tuner.config.search import RESTART_HEADS, Range, Search, split_key, yaml_kind
 from tuner.config.yaml_source import node_line
 from tuner.engine_args import BUILTIN_DIR, BUILTIN_PREFIX
 from tuner.errors import Problem
@@ -232,8 +232,44 @@ def check_strategies(strategies: dict[str, dict[str, Any]], root: yaml.Node | No
     return problems
 
 
-def check_search(search: Search, engine: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
-    """Space keys must name strategies, their parameters or engine args; metrics must exist."""
+def check_env(env: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
+    """``env:`` names must be variables of the installed vLLM and their values ones vLLM's parser reads."""
+    from tuner.vllm_env import env_problem
+
+    return [
+        Problem(why, f"env.{name}", node_line(root, ("env", name)))
+        for name, value in env.items()
+        if (why := env_problem(name, value))
+    ]
+
+
+def _check_env_dimension(
+    key: str, name: str, spec: list[Any] | Range, env: dict[str, Any], root: yaml.Node | None
+) -> list[Problem]:
+    from tuner.vllm_env import env_problem
+
+    field = f"search.space.{key}"
+    located: list[tuple[int | str, Any]] = (
+        [("low", spec.low), ("high", spec.high)] if isinstance(spec, Range) else list(enumerate(spec))
+    )
+    problems = []
+    for index, value in located:
+        if why := env_problem(name, value):
+            where = node_line(root, ("search", "space", key, index))
+            problems.append(Problem(why, field + (f".{index}" if isinstance(index, str) else f"[{index}]"), where))
+            if why.startswith("not an environment variable"):
+                break
+    if isinstance(spec, list) and name in env and env[name] not in spec:
+        line = node_line(root, ("search", "space", key))
+        problems.append(Problem(f"the baseline value env.{name}={env[name]!r} must be a choice", field, line))
+    return problems
+
+
+def check_search(
+    search: Search, engine: dict[str, Any], root: yaml.Node | None, env: dict[str, Any] | None = None
+) -> list[Problem]:
+    """Space keys must name strategies, their parameters, engine args or vLLM environment variables; metrics must
+    exist; dimensions compared by restart pairs never go into a comparison by steps."""
     from strategies import strategy_classes
     from tuner.engine_args import value_problem
     from tuner.metric_table import METRIC_NAMES
@@ -246,6 +282,13 @@ def check_search(search: Search, engine: dict[str, Any], root: yaml.Node | None)
         head, tail = split_key(key)
         line = node_line(root, ("search", "space", key))
         field = f"search.space.{key}"
+        if head in RESTART_HEADS and search.method == "steps":
+            why = "compared by restart pairs, never per step: use method auto (or runs)"
+            problems.append(Problem(f"{head} dimensions are {why}", field, line))
+            continue
+        if head == "env":
+            problems += _check_env_dimension(key, tail or "", spec, env or {}, root)
+            continue
         if head == "engine":
             if tail not in engine_arg_names():
                 problems.append(Problem("not a vLLM engine argument", field, line))
@@ -267,9 +310,9 @@ def check_search(search: Search, engine: dict[str, Any], root: yaml.Node | None)
         verdict = cls().applicable()
         if not verdict.ok:
             problems.append(Problem(f"does not apply to the installed vLLM: {verdict.reason}", field, line))
-        elif not cls.switchable:
-            reason = f"{head} is compared only by restarting the engine ({cls.run_level_reason}); sweeps switch "
-            problems.append(Problem(reason + "strategies in place and do not run restart pairs yet", field, line))
+        elif not cls.switchable and search.method == "steps":
+            reason = f"{head} is compared only by restarting the engine ({cls.run_level_reason}): "
+            problems.append(Problem(reason + "use method auto (or runs) for restart pairs", field, line))
         elif tail is None:
             if not isinstance(spec, list) or any(not isinstance(v, bool) for v in spec):
                 problems.append(Problem("a strategy toggle takes a list of true/false", field, line))

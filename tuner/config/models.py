@@ -155,6 +155,9 @@ class Serve(_Strict):
 class Experiment(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)
     engine: dict[str, Any] = Field(default_factory=lambda: {"model": "builtin:opt-tiny"})
+    env: dict[str, Scalar] = Field(
+        default_factory=dict, description="vLLM's environment variables for every engine start (`vllm.envs` checks)"
+    )
     mode: Literal["engine", "serve"] = Field(
         "engine", description="engine: vLLM in this process (LLMEngine/AsyncLLM); serve: over HTTP"
     )
@@ -175,7 +178,7 @@ class Experiment(_Strict):
         if self.serve != Serve() and self.mode != "serve":
             raise ValueError("a `serve:` section needs `mode: serve`")
         if self.mode == "serve" and self.serve.endpoint is not None:
-            switched = sorted(self.strategies) + sorted(self.search.space if self.search else ())
+            switched = sorted(self.strategies) + sorted(self.search.space if self.search else ()) + sorted(self.env)
             if switched:
                 raise ValueError(
                     f"serve.endpoint is a server the tuner did not start: it cannot apply or search {switched} "

@@ -4,7 +4,11 @@ Space keys (values are a list of choices, or ``{low, high, log?, step?}`` for a 
 
 - ``<strategy>: [false, true]``: whether the strategy is in the set (the baseline has it off);
 - ``<strategy>.<param>``: one of its parameters, suggested only in trials that include the strategy;
-- ``engine.<arg>``: a vLLM engine argument (a change restarts the engine; strategies switch in place).
+- ``engine.<arg>``: a vLLM engine argument;
+- ``env.<NAME>``: one of vLLM's environment variables (``vllm.envs``).
+
+Engine args, environment variables and restart-only strategies are compared by restart pairs (each arm on an
+engine of its own, started afresh); strategies switch in place on one engine.
 """
 
 from __future__ import annotations
@@ -151,6 +155,11 @@ class Search(_Strict):
     @property
     def categorical(self) -> bool:
         return all(isinstance(v, list) for v in self.space.values())
+
+
+RESTART_HEADS = ("engine", "env")
+"""Space keys under these heads configure the engine start itself: a trial that changes one is measured by restart
+pairs."""
 
 
 def split_key(key: str) -> tuple[str, str | None]:

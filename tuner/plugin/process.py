@@ -163,6 +163,7 @@ class ProcessState:
             "errors": dict(self.errors),
             "counters": {name: dict(get_strategy(name).counters) for name in self.installable},
             "gc": self.probe.snapshot(),
+            "vllm_env": {k: v for k, v in os.environ.items() if k.startswith("VLLM_")},
             "steps": self.steps.export() if Role.ENGINE_CORE in self.contexts else None,
         }
 

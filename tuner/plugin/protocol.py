@@ -226,6 +226,7 @@ class _ProcessReportBase(TypedDict):
     errors: dict[str, str]
     counters: dict[str, dict[str, int]]
     gc: GcSnapshot
+    vllm_env: NotRequired[dict[str, str]]  # the process's VLLM_* environment variables, as it runs with them
     steps: NotRequired[Intervals | None]  # joined with request timings by the tuner, not kept in run.json
 
 
