@@ -169,8 +169,8 @@ def plan_confirmation(screening: Sequence[ScreeningResult], design: Design = Des
     pairs = pairs_needed(
         log_sd, design.min_effect, alpha=design.alpha, m=len(candidates), power=design.power, looks=design.looks
     )
-    pairs = max(design.looks, min(pairs, design.max_pairs or pairs))
-    looks = tuple(math.ceil(pairs * (k + 1) / design.looks) for k in range(design.looks))
+    pairs = max(design.looks, 2, min(pairs, design.max_pairs or pairs))  # 2: the least a CI is drawn from
+    looks = tuple(max(math.ceil(pairs * (k + 1) / design.looks), 2) for k in range(design.looks))
     return ConfirmationPlan(candidates, log_sd, pairs, looks, design)
 
 
