@@ -14,7 +14,13 @@ from tuner.config import Experiment
 from tuner.config.search import Objective, Pairs
 from tuner.paired_estimate import pairs_estimate
 from tuner.pairing import paired_runs
-from tuner.sweep.confirmation import CONFIRMATION_ATTR, Candidate, run_confirmation, screening_results
+from tuner.sweep.confirmation import (
+    CONFIRMATION_ATTR,
+    Candidate,
+    restart_pairs_line,
+    run_confirmation,
+    screening_results,
+)
 from tuner.sweep.run import confirm_candidates
 from tuner.sweep.study import enqueue_missing, open_study
 from tuner.sweep.summary import summarize_study, write_outputs
@@ -24,16 +30,39 @@ SPACE: dict[str, Any] = {"gc_threshold": [False, True], "gc_freeze": [False, Tru
 TOKENS = 4000.0
 
 
+class FakeSession:
+    start_s = 20.0
+
+    def close(self) -> None:
+        pass
+
+
 class FakeBench:
-    """Repetitions whose throughput is the host's speed (AR(1) drift in log) x the strategies' true gains x noise."""
+    """Repetitions whose throughput is the host's speed (AR(1) drift in log) x the true gains of the strategies and
+    of the engine started (``gains`` keys: a strategy, or ``engine.ARG=VALUE`` / ``env.NAME=VALUE``) x noise; each
+    engine start adds an offset of its own."""
 
     def __init__(self, experiment: Experiment, gains: dict[str, float], seed: int = 0) -> None:
         self.experiment = experiment
         self.gains = gains
         self.rng = np.random.default_rng(seed)
+        self.start_rng = np.random.default_rng(seed + 1)  # apart, so that repetitions draw as without starts
         self.strategies: dict[str, dict[str, Any]] = {}
         self.log_speed = 0.0
         self.runs: list[tuple[str, ...]] = []
+        self.session = FakeSession()
+        self.workload: dict[str, Any] = {}
+        self.starts: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (engine args, env) of each engine start
+        self.started: list[str] = []  # the gain keys of the running engine
+        self.start_offset = 0.0
+
+    def start(self, engine: dict[str, Any], env: dict[str, Any]) -> FakeBench:
+        """What :meth:`Sweep._start` returns: this bench, as a fresh engine of ``engine`` and ``env``."""
+        self.starts.append((engine, env))
+        self.started = [f"engine.{k}={v}" for k, v in engine.items()] + [f"env.{k}={v}" for k, v in env.items()]
+        self.start_offset = self.start_rng.normal(0, 0.03)
+        self.strategies = {}
+        return self
 
     def switch(self, strategies: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         self.strategies = strategies
@@ -41,8 +70,8 @@ class FakeBench:
 
     def repetition(self, label: str = "") -> dict[str, Any]:
         self.log_speed = 0.9 * self.log_speed + self.rng.normal(0, 0.04)
-        gain = math.prod(1 + self.gains.get(name, 0.0) for name in self.strategies)
-        rate = 1000 * math.exp(self.log_speed + self.rng.normal(0, 0.02)) * gain
+        gain = math.prod(1 + self.gains.get(name, 0.0) for name in [*self.strategies, *self.started])
+        rate = 1000 * math.exp(self.log_speed + self.start_offset + self.rng.normal(0, 0.02)) * gain
         self.runs.append(tuple(sorted(self.strategies)))
         metrics = {
             "wall_s": TOKENS / rate,
@@ -55,13 +84,13 @@ class FakeBench:
         return {"metrics": metrics, "processes": [], "tail": None, "token_ids": [[1, 2]]}
 
 
-def experiment(tmp_path: Path, **confirm: Any) -> Experiment:
+def experiment(tmp_path: Path, space: dict[str, Any] | None = None, **confirm: Any) -> Experiment:
     return Experiment.model_validate(
         {
             "name": "confirm",
             "engine": {"model": "builtin:opt-tiny", "max_num_seqs": 16},
             "search": {
-                "space": SPACE,
+                "space": space or SPACE,
                 "method": "runs",
                 "pairs": {"min": 6, "max": 6},
                 "constraints": [{"metric": "itl_p99_ms", "max": 1000}],
@@ -72,14 +101,21 @@ def experiment(tmp_path: Path, **confirm: Any) -> Experiment:
     )
 
 
-def swept(tmp_path: Path, gains: dict[str, float], **confirm: Any) -> tuple[Sweep, FakeBench]:
+def on_fake_engines(sweep: Sweep, bench: FakeBench) -> None:
+    """Every engine the sweep starts is ``bench``."""
+    sweep._start = bench.start  # type: ignore[method-assign,assignment]
+
+
+def swept(
+    tmp_path: Path, gains: dict[str, float], space: dict[str, Any] | None = None, **confirm: Any
+) -> tuple[Sweep, FakeBench]:
     """A screened and confirmed study on a fake workbench, through the real Sweep and sweep command."""
-    exp = experiment(tmp_path, **confirm)
+    exp = experiment(tmp_path, space, **confirm)
     study = open_study(exp, f"sqlite:///{tmp_path / 'study.db'}", resume=False, study_name="confirm")
     remaining = enqueue_missing(study, exp, aa=False)
     sweep = Sweep(exp, study)
     bench = FakeBench(exp, gains)
-    sweep.bench, sweep.engine_args = bench, dict(exp.engine)  # type: ignore[assignment]
+    on_fake_engines(sweep, bench)
     sweep.run(remaining)
     confirm_candidates(study, exp, sweep, sweep.feedback)
     return sweep, bench
@@ -90,6 +126,7 @@ def test_a_real_gain_is_confirmed_on_fresh_pairs_and_written_as_the_winner(tmp_p
     sweep, bench = swept(tmp_path, {"gc_threshold": 0.10})
     screened_runs = 2 * 6 * 4  # baseline + 3 trials, 6 pairs each
     assert len(bench.runs) > screened_runs  # confirmation measured fresh pairs
+    assert len(bench.starts) == 1  # strategies switch in place: one engine throughout
     summary = summarize_study(sweep.study, sweep.experiment, sweep)
     winner = summary["winner"]
     assert winner["confirmed"] and "gc_threshold" in winner["strategies"]
@@ -134,7 +171,7 @@ def test_a_confirmation_is_pending_until_run_and_stale_once_more_is_screened(tmp
     assert study.metric_names == ["output_tokens_per_s"]  # optuna-dashboard labels its axes
     enqueue_missing(study, exp, aa=False)
     sweep = Sweep(exp, study)
-    sweep.bench, sweep.engine_args = FakeBench(exp, {}), dict(exp.engine)  # type: ignore[assignment]
+    on_fake_engines(sweep, FakeBench(exp, {}))
     sweep.run(2)
     summary = summarize_study(study, exp, sweep)
     assert summary["confirmation"] is None and "confirmation pending" in summary["winner"]["reason"]
@@ -143,16 +180,50 @@ def test_a_confirmation_is_pending_until_run_and_stale_once_more_is_screened(tmp
     assert summarize_study(study, exp, sweep)["winner"]["trial"] is None  # not the screening as it stands
 
 
-def test_engine_arg_trials_are_left_out_of_confirmation_with_a_note() -> None:
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_an_engine_arg_gain_is_screened_and_confirmed_by_restart_pairs(tmp_path: Path) -> None:
+    sweep, bench = swept(tmp_path, {"engine.max_num_seqs=32": 0.10}, {"engine.max_num_seqs": [16, 32]})
+    summary = summarize_study(sweep.study, sweep.experiment, sweep)
+    trial = next(r for r in summary["trials"] if r["engine"] == {"max_num_seqs": 32})
+    starts = trial["restart_pairs"]
+    assert starts is not None and len(starts["trial"]) == len(starts["reference"]) == trial["pairs"] == 6
+    screened = bench.starts[1 : 1 + 12]  # after the baseline trial's one engine: a start per arm of every pair
+    assert all({s[0]["max_num_seqs"] for s in screened[i : i + 2]} == {16, 32} for i in range(0, 12, 2))
+    assert [s[0]["max_num_seqs"] for s in screened[1:11:2]] == [s[0]["max_num_seqs"] for s in screened[2:12:2]]
+    said = summary["power"]["before_screening"]["lines"]
+    assert any(line.startswith("engine.max_num_seqs: compared by restart pairs (6-6 start pairs") for line in said)
+    winner = summary["winner"]
+    assert winner["confirmed"] and winner["engine"] == {"max_num_seqs": 32}
+    assert winner["effect"] is not None and winner["effect"]["ci_low"] <= 1.10 <= winner["effect"]["ci_high"]
+    assert len(bench.starts) > 13  # the confirmation started engines of its own
+    write_outputs(summary, tmp_path / "out")
+    assert "--max-num-seqs=32" in (tmp_path / "out" / "winner.env").read_text()
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_an_env_dimension_starts_each_arm_with_its_variables_and_no_effect_wins_nothing(tmp_path: Path) -> None:
+    sweep, bench = swept(tmp_path, {}, {"env.VLLM_USE_V2_MODEL_RUNNER": [True]})
+    summary = summarize_study(sweep.study, sweep.experiment, sweep)
+    trial = next(r for r in summary["trials"] if not r["is_baseline"])
+    assert trial["env"] == {"VLLM_USE_V2_MODEL_RUNNER": True} and trial["restart_pairs"] is not None
+    screened = [env for _, env in bench.starts[1 : 1 + 2 * trial["pairs"]]]
+    assert screened.count({"VLLM_USE_V2_MODEL_RUNNER": True}) == screened.count({}) == trial["pairs"] == 6
+    everything = [env for _, env in bench.starts[1:]]  # with the confirmation's (a candidate by chance or not)
+    assert everything.count({"VLLM_USE_V2_MODEL_RUNNER": True}) == everything.count({})
+    assert not summary["winner"]["confirmed"]
+
+
+def test_engine_arg_trials_of_studies_before_restart_pairs_are_left_out_of_confirmation_with_a_note() -> None:
     base = {"state": "COMPLETE", "is_baseline": False, "aa": False, "feasible": True, "ratios": {}}
     rows = [
         {**base, "number": 0, "is_baseline": True, "engine": {}},
-        {**base, "number": 1, "engine": {"max_num_seqs": 32}},
+        {**base, "number": 1, "engine": {"max_num_seqs": 32}},  # no env on record: paired on its own engine
         {**base, "number": 2, "engine": {}},
         {**base, "number": 3, "engine": {}, "feasible_ci": False},  # feasible at the point, not at the CI bound
+        {**base, "number": 4, "engine": {"max_num_seqs": 32}, "env": {}, "restart_pairs": {}},
     ]
     results, notes = screening_results(rows, "output_tokens_per_s")
-    assert [(r.trial, r.feasible) for r in results] == [(2, True), (3, False)]
+    assert [(r.trial, r.feasible) for r in results] == [(2, True), (3, False), (4, True)]
     assert len(notes) == 1 and "trial 1" in notes[0] and "leaves out the engine-arg effect" in notes[0]
 
 
@@ -194,3 +265,10 @@ def test_paired_runs_go_in_mirrored_order_and_continue_it(tmp_path: Path) -> Non
     assert len(runs) == 16
     assert all(runs[i] == runs[i + 1] for i in range(1, 15, 2))  # ABBA...: each pair starts where the last ended
     assert sum(r == ("gc_freeze",) for r in runs[::2]) == 4  # trial first in half the pairs
+
+
+def test_the_power_statement_says_when_too_few_start_pairs_can_never_call_a_change() -> None:
+    assert restart_pairs_line([], Pairs(min=2, max=4)) is None
+    few = restart_pairs_line(["env.VLLM_X"], Pairs(min=2, max=4)) or ""
+    assert few.startswith("env.VLLM_X: compared by restart pairs") and "4 start pairs can never call a change" in few
+    assert "never" not in (restart_pairs_line(["env.VLLM_X"], Pairs(min=6, max=8)) or "")

@@ -1,7 +1,10 @@
-"""Paired, repeated measurement of one trial against its reference arm on the same running engine.
+"""Paired, repeated measurement of one trial against its reference arm: on the same running engine, or by restart
+pairs where the arms need engines of their own.
 
 Each pair runs both arms back to back in mirrored order (AB BA AB ..., the first drawn at random, seeded),
-switching strategies in place, so carry-over from one arm to the next hits both arms alike. After
+switching strategies in place, so carry-over from one arm to the next hits both arms alike. Restart pairs
+(:func:`restart_pairs`) start a fresh engine for every arm of every pair instead, each measuring one repetition:
+the engine start is then part of what a pair varies, as it is part of what differs between the arms. After
 ``pairs.min`` pairs the paired ratio of the first objective is estimated after every pair, and pairing stops
 once the CI is narrower than the resolution (precision only: stopping on significance would inflate errors).
 Throughput metrics are estimated as a ratio of sums (tokens over wall time per repetition), the rest as the
@@ -34,6 +37,8 @@ class Arms:
     tails: dict[str, list[dict[str, Any] | None]] = field(default_factory=lambda: {"reference": [], "trial": []})
     """Each arm's tail-latency attributions (:func:`tuner.tail_attribution.attribute`), in pair order."""
     token_ids_match: bool = True
+    start_s: dict[str, list[float]] = field(default_factory=lambda: {"reference": [], "trial": []})
+    """Restart pairs only: each arm's engine starts, in pair order."""
     step_result: Any = None  # an InterleaveResult when the verdict came from in-engine step interleaving
 
     def values(self, metric: str, arm: str) -> list[float]:
@@ -83,28 +88,89 @@ def paired_runs(
     """Run pairs until settled or ``pairs.max``; ``on_pair`` may return True to stop (pruning). ``first_pair``
     continues the mirrored order of an earlier batch with the same seed."""
     arms = Arms()
-    reference_tokens: list[list[int]] | None = None
+    reference_tokens: list[list[int]] = []
     for index, trial_first in enumerate(mirrored_order(first_pair + pairs.max, seed=seed)[first_pair:]):
         order = [("reference", {}), ("trial", trial_strategies)]
         if trial_first:
             order.reverse()
         for arm, strategies in order:
             _switch(bench, strategies, arms)
-            rep = bench.repetition(label=f"pair {index + 1} {arm}")
-            getattr(arms, arm).append(flat_metrics(rep["metrics"]))
-            arms.tails[arm].append(rep["tail"])
-            if arm == "trial":
-                arms.telemetry = rep["processes"]
-            if bench.experiment.workload.sampling.temperature == 0 and arm == "reference":
-                reference_tokens = reference_tokens or rep["token_ids"]
-            elif bench.experiment.workload.sampling.temperature == 0 and reference_tokens is not None:
-                arms.token_ids_match &= rep["token_ids"] == reference_tokens
-        estimate = arms.ratio(objective.metric, resolution) if index + 1 >= pairs.min else None
-        if on_pair is not None and on_pair(index + 1, estimate):
-            break
-        if estimate is not None and is_settled(estimate, resolution):
+            _measure(bench, arm, f"pair {index + 1} {arm}", arms, reference_tokens)
+        if _pair_done(arms, index, pairs, objective, resolution, on_pair):
             break
     return arms
+
+
+def restart_pairs(
+    start: Callable[[StartConfig], Workbench],
+    reference: StartConfig,
+    trial: StartConfig,
+    trial_strategies: dict[str, dict[str, Any]],
+    pairs: Pairs,
+    objective: Objective,
+    resolution: float,
+    *,
+    seed: int,
+    first_pair: int = 0,
+    on_pair: Callable[[int, RatioEstimate | None], bool] | None = None,
+) -> Arms:
+    """:func:`paired_runs` with a fresh engine for every arm of every pair: ``start`` brings up an engine as
+    ``reference`` or ``trial`` configures it (closing the one before), and the arm measures one repetition on it
+    (after the engine's warm-up). For what cannot be switched in place: engine args, vLLM's environment
+    variables, strategies that cannot be undone."""
+    arms = Arms()
+    reference_tokens: list[list[int]] = []
+    for index, trial_first in enumerate(mirrored_order(first_pair + pairs.max, seed=seed)[first_pair:]):
+        order = [("reference", reference, {}), ("trial", trial, trial_strategies)]
+        if trial_first:
+            order.reverse()
+        for arm, config, strategies in order:
+            bench = start(config)
+            arms.start_s[arm].append(bench.session.start_s)
+            _switch(bench, strategies, arms)
+            _measure(bench, arm, f"pair {index + 1} {arm} (engine start)", arms, reference_tokens)
+        if _pair_done(arms, index, pairs, objective, resolution, on_pair):
+            break
+    return arms
+
+
+@dataclass(frozen=True)
+class StartConfig:
+    """What an engine start of one arm changes from the experiment's: engine args and vLLM environment variables."""
+
+    engine: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+
+
+def _measure(bench: Workbench, arm: str, label: str, arms: Arms, reference_tokens: list[list[int]]) -> None:
+    """One repetition of ``arm`` into ``arms``; with greedy sampling, its tokens against the reference arm's
+    first (``reference_tokens`` holds them once measured)."""
+    rep = bench.repetition(label=label)
+    getattr(arms, arm).append(flat_metrics(rep["metrics"]))
+    arms.tails[arm].append(rep["tail"])
+    if arm == "trial":
+        arms.telemetry = rep["processes"]
+    if bench.experiment.workload.sampling.temperature != 0:
+        return
+    if arm == "reference" and not reference_tokens:
+        reference_tokens.extend(rep["token_ids"])
+    elif arm == "trial" and reference_tokens:
+        arms.token_ids_match &= rep["token_ids"] == reference_tokens
+
+
+def _pair_done(
+    arms: Arms,
+    index: int,
+    pairs: Pairs,
+    objective: Objective,
+    resolution: float,
+    on_pair: Callable[[int, RatioEstimate | None], bool] | None,
+) -> bool:
+    """After pair ``index``: whether to stop (``on_pair`` asked to, or the estimate is settled)."""
+    estimate = arms.ratio(objective.metric, resolution) if index + 1 >= pairs.min else None
+    if on_pair is not None and on_pair(index + 1, estimate):
+        return True
+    return estimate is not None and is_settled(estimate, resolution)
 
 
 def step_interleavable(strategies: dict[str, dict[str, Any]]) -> bool:

@@ -61,6 +61,7 @@ class EngineRecord(TypedDict):
     args: dict[str, Any]  # resolved EngineArgs
     start_s: float
     mode: str  # offline, streaming, serve or endpoint
+    env: NotRequired[dict[str, str]]  # vLLM's environment variables the experiment set (older runs lack it)
 
 
 class Repetition(TypedDict):
@@ -98,6 +99,8 @@ class TrialRow(TypedDict):
     aa: bool  # an A/A trial (the baseline against itself)
     strategies: dict[str, dict[str, Any]]
     engine: dict[str, Any]  # engine-arg overrides
+    env: NotRequired[dict[str, Any] | None]  # vLLM environment variable overrides (None: an older study)
+    restart_pairs: NotRequired[dict[str, list[float]] | None]  # restart pairs only: each arm's engine start seconds
     params: dict[str, Any]  # Optuna parameters
     values: list[float] | None  # what Optuna saw
     metrics: dict[str, float]  # median of each flat metric over the trial's repetitions
@@ -116,7 +119,6 @@ class TrialRow(TypedDict):
     failure: str | None
     worker: str | None  # the worker that ran it (shared studies)
     step_interleave: dict[str, Any] | None
-    vs_baseline_unpaired: NotRequired[dict[str, Any]]  # engine-arg trials: descriptive, not a verdict
 
 
 class Winner(TypedDict):
@@ -127,6 +129,7 @@ class Winner(TypedDict):
     strategies: dict[str, dict[str, Any]]
     engine: dict[str, Any]
     env: str  # TUNER_PLUGIN=...
+    vllm_env: NotRequired[dict[str, str]]  # vLLM's environment variables to deploy with (older studies lack it)
 
 
 class SweepSummary(TypedDict):

@@ -21,10 +21,16 @@ the public ones.
 from tuner.stats.bootstrap import paired_ratio, unpaired_ratio
 from tuner.stats.estimate import RatioEstimate, Statistic, Verdict, false_positive_rate, is_settled, percentiles
 from tuner.stats.power import detection_power, mde, mirrored_order, pairs_needed
-from tuner.stats.ratio_of_sums import UNBOUNDED_LOG, paired_ratio_of_sums, ratio_of_sums_estimates
+from tuner.stats.ratio_of_sums import (
+    MIN_SIGN_FLIP_PAIRS,
+    UNBOUNDED_LOG,
+    paired_ratio_of_sums,
+    ratio_of_sums_estimates,
+)
 from tuner.stats.sequential import boundary_crossing, holm, obf_boundaries, obf_constant, sequential_p_value
 
 __all__ = [
+    "MIN_SIGN_FLIP_PAIRS",
     "UNBOUNDED_LOG",
     "RatioEstimate",
     "Statistic",

@@ -96,6 +96,8 @@ def _sign_flip_p(x: _FloatArray, observed: _FloatArray, n_permutations: int, rng
 # An interval side the sign-flip test never rejects (too few pairs, or too few flips, to reach 1 - confidence) is
 # unbounded; it is reported at this log distance from the estimate (a ratio of e**40 ~ 2e17), so that ratios,
 # widths and reciprocals of the bounds stay finite.
+MIN_SIGN_FLIP_PAIRS = 6
+"""Pairs the two-sided sign-flip test needs to reach p < 0.05 at all: its smallest p is 2^(1-n) (0.031 at 6)."""
 UNBOUNDED_LOG = 40.0
 # The interval inverts the sign-flip test whenever the flips can carry it: every swap pattern, or at least this many
 # random ones. Callers asking for fewer Monte-Carlo flips (simulations that read only the point estimate, log_sd or

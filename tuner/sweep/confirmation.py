@@ -16,17 +16,17 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
 
-from tuner.config.search import Search
+from tuner.config.search import Pairs, Search
 from tuner.feedback import SILENT, Feedback
 from tuner.metric_table import STEP_LEVEL_METRICS
 from tuner.paired_estimate import Pair, pairs_estimate, run_pair
 from tuner.results.records import TrialState
-from tuner.stats import RatioEstimate, mde
+from tuner.stats import MIN_SIGN_FLIP_PAIRS, RatioEstimate, mde
 from tuner.sweep.decisions import (
     ConfirmationPlan,
     Design,
@@ -51,9 +51,11 @@ class Candidate:
 
     trial: int
     strategies: dict[str, dict[str, Any]]
-    method: str  # "steps" (in-engine interleaving) or "runs" (paired repetitions)
+    method: str  # "steps" (in-engine interleaving), "runs" (paired repetitions) or "restarts" (restart pairs)
     pairs_per_s: float
     left_out: tuple[str, ...] = ()  # what its estimate does not see (steps: the front-end part of its effect)
+    engine: dict[str, Any] = field(default_factory=dict)  # restarts: its engine-arg overrides
+    env: dict[str, Any] = field(default_factory=dict)  # restarts: its vLLM environment variable overrides
 
 
 FreshPairs = Callable[[Candidate, int, int, float], list[Pair]]
@@ -62,14 +64,14 @@ time ran out)."""
 
 
 def screening_results(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[list[ScreeningResult], list[str]]:
-    """Every completed screened trial's estimate of ``metric``, and notes on the trials left out: engine-arg
-    trials were paired against a reference on their own engine, so their ratio leaves out the engine-arg effect
-    and they cannot be confirmed against vLLM as installed."""
+    """Every completed screened trial's estimate of ``metric``, and notes on the trials left out: an engine-arg
+    trial of a study written before restart pairs (no ``env`` on record) was paired against a reference on its own
+    engine, so its ratio leaves out the engine-arg effect and it cannot be confirmed against vLLM as installed."""
     results, notes = [], []
     for row in rows:
         if row["state"] != TrialState.COMPLETE or row["is_baseline"] or row["aa"]:
             continue
-        if row["engine"]:
+        if row["engine"] and row.get("env") is None:
             notes.append(
                 f"trial {row['number']} (engine {row['engine']}) is not confirmed: it was paired on its own engine, "
                 "so its ratio leaves out the engine-arg effect"
@@ -85,10 +87,16 @@ def candidate(row: Mapping[str, Any], metric: str) -> Candidate:
     """How ``row``'s trial is confirmed: step level where it was screened by steps and ``metric`` is measured by
     steps, else run level; its pair rate from its screening."""
     steps = row.get("step_interleave") or {}
+    walls = [r["metrics"]["wall_s"] for r in row["repetitions"]]
+    if starts := row.get("restart_pairs"):
+        start_s = statistics.median(starts["trial"]) + statistics.median(starts["reference"])
+        rate = 1 / (2 * statistics.median(walls) + start_s)
+        return Candidate(
+            row["number"], row["strategies"], "restarts", rate, engine=row["engine"], env=row.get("env") or {}
+        )
     if steps.get("pairs") and steps.get("elapsed_s") and metric in STEP_LEVEL_METRICS:
         rate = steps["pairs"] / steps["elapsed_s"]
         return Candidate(row["number"], row["strategies"], "steps", rate, tuple(steps.get("left_out") or ()))
-    walls = [r["metrics"]["wall_s"] for r in row["repetitions"]]
     return Candidate(row["number"], row["strategies"], "runs", 1 / (2 * statistics.median(walls)))
 
 
@@ -225,9 +233,27 @@ def _mde_spent(plan: ConfirmationPlan, looks: dict[int, list[RatioEstimate]]) ->
     return mde(sd, n, alpha=design.alpha, m=len(plan.candidates), power=design.power, looks=design.looks)
 
 
-def screening_power(arms: dict[str, list[dict[str, float]]], search: Search, trials: int) -> dict[str, Any]:
+def restart_pairs_line(restart_keys: Sequence[str], pairs: Pairs) -> str | None:
+    """What the power statement says of the space's dimensions compared by restart pairs (None without any)."""
+    if not restart_keys:
+        return None
+    few = (
+        f"; {pairs.max} start pairs can never call a change (the sign-flip test needs {MIN_SIGN_FLIP_PAIRS})"
+        if pairs.max < MIN_SIGN_FLIP_PAIRS
+        else ""
+    )
+    return (
+        f"{', '.join(restart_keys)}: compared by restart pairs ({pairs.min}-{pairs.max} start pairs per trial, an "
+        "engine start per arm of each); the noise between engine starts is larger than the run-level noise above "
+        f"and is measured by those trials themselves{few}"
+    )
+
+
+def screening_power(
+    arms: dict[str, list[dict[str, float]]], search: Search, trials: int, restart_keys: Sequence[str] = ()
+) -> dict[str, Any]:
     """The power statement before screening, from the baseline trial's pairs (both arms vLLM as installed: the
-    host's per-pair noise at run level)."""
+    host's per-pair noise at run level), and a line on the dimensions compared by restart pairs."""
     metric = search.objectives[0].metric
     pairs = [run_pair(metric, t, r) for t, r in zip(arms["trial"], arms["reference"], strict=True)]
     estimate = pairs_estimate(pairs, metric)
@@ -240,7 +266,8 @@ def screening_power(arms: dict[str, list[dict[str, float]]], search: Search, tri
         design=design_for(search, [cand]),
         pairs_per_minute=60 * cand.pairs_per_s,
     )
-    return _power_record(statement, statement.lines())
+    restarts = restart_pairs_line(restart_keys, search.pairs)
+    return _power_record(statement, statement.lines() + ([restarts] if restarts else []))
 
 
 def pending(study: optuna.Study) -> str:

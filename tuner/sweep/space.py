@@ -8,32 +8,33 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tuner.config.search import Range, Scalar, split_key
+from tuner.config.search import RESTART_HEADS, Range, Scalar, split_key
 
 
 class TrialConfig(BaseModel):
-    """What one trial runs: a strategy set and engine-arg overrides."""
+    """What one trial runs: a strategy set, engine-arg overrides and vLLM environment variables."""
 
     model_config = ConfigDict(frozen=True)
     strategies: dict[str, dict[str, Any]]
     engine: dict[str, Any]
+    env: dict[str, Any] = {}
 
 
 def config_from_params(params: dict[str, Any]) -> TrialConfig:
     """The configuration a set of Optuna params stands for (absent toggles mean off)."""
     strategies: dict[str, dict[str, Any]] = {}
-    engine: dict[str, Any] = {}
+    starts: dict[str, dict[str, Any]] = {head: {} for head in RESTART_HEADS}
     for key, value in params.items():
         head, tail = split_key(key)
-        if head == "engine" and tail:
-            engine[tail] = value
+        if head in RESTART_HEADS and tail:
+            starts[head][tail] = value
         elif tail is None and value is True:
             strategies.setdefault(head, {})
     for key, value in params.items():
         head, tail = split_key(key)
-        if head != "engine" and tail and head in strategies:
+        if head not in RESTART_HEADS and tail and head in strategies:
             strategies[head][tail] = value
-    return TrialConfig(strategies=strategies, engine=engine)
+    return TrialConfig(strategies=strategies, engine=starts["engine"], env=starts["env"])
 
 
 def suggest(trial: Any, space: dict[str, list[Scalar] | Range]) -> dict[str, Any]:
@@ -51,7 +52,7 @@ def suggest(trial: Any, space: dict[str, list[Scalar] | Range]) -> dict[str, Any
     toggles = {k for k in space if split_key(k)[1] is None}
     for key in sorted(space, key=lambda k: (split_key(k)[1] is not None, k)):
         head, tail = split_key(key)
-        if tail and head != "engine" and head in toggles and params.get(head) is not True:
+        if tail and head not in RESTART_HEADS and head in toggles and params.get(head) is not True:
             continue
         params[key] = ask(key, space[key])
     return params
@@ -77,13 +78,17 @@ def grid(space: dict[str, list[Scalar] | Range]) -> list[dict[str, Any]]:
     return points
 
 
-def baseline_params(space: dict[str, list[Scalar] | Range], engine: dict[str, Any]) -> dict[str, Any]:
-    """The Optuna params of vLLM as installed: every toggle off, engine args as the experiment sets them."""
+def baseline_params(
+    space: dict[str, list[Scalar] | Range], engine: dict[str, Any], env: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The Optuna params of vLLM as installed: every toggle off, engine args and environment variables as the
+    experiment sets them."""
+    fixed = {"engine": engine, "env": env or {}}
     params: dict[str, Any] = {}
     for key in space:
         head, tail = split_key(key)
         if tail is None:
             params[key] = False
-        elif head == "engine" and tail in engine:
-            params[key] = engine[tail]
+        elif head in fixed and tail in fixed[head]:
+            params[key] = fixed[head][tail]
     return params

@@ -159,7 +159,7 @@ def require_search(experiment: Experiment) -> Search:
 def _queued_points(experiment: Experiment, *, aa: bool) -> list[dict[str, Any]]:
     """The params queued up front: the baseline first, then (grid search only) every other grid point."""
     search = require_search(experiment)
-    base = baseline_params(search.space, experiment.engine)
+    base = baseline_params(search.space, experiment.engine, experiment.env)
     if uses_grid(search) and not aa:
         return [base, *(p for p in grid(search.space) if p != base)]
     return [base]

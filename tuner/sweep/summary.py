@@ -18,10 +18,8 @@ from tuner.config.search import Search
 from tuner.engine_args import cli_flags
 from tuner.environment import environment_record
 from tuner.errors import UserError
-from tuner.metric_table import HIGHER_IS_BETTER
 from tuner.plugin.protocol import encode_spec
 from tuner.results.records import SWEEP_SCHEMA, SweepSummary, TrialRow, TrialState, Winner
-from tuner.stats import unpaired_ratio
 from tuner.sweep.confirmation import (
     CONFIRMATION_ATTR,
     SCREENING_POWER_ATTR,
@@ -30,11 +28,7 @@ from tuner.sweep.confirmation import (
 )
 from tuner.sweep.study import WORKLOAD_ATTR, make_storage, require_search
 from tuner.sweep.trial_attrs import read, state
-
-UNPAIRED_NOTE = (
-    "descriptive only: this trial's repetitions against the baseline trial's, measured at other times on another "
-    "engine; host drift between them is not cancelled, so no verdict is drawn"
-)
+from tuner.vllm_env import env_text
 
 
 class EngineTimings(Protocol):
@@ -51,7 +45,7 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTi
     baseline = next(
         (t for t in trials if read(t).get("baseline") and t.state == optuna.trial.TrialState.COMPLETE), None
     )
-    rows = [_trial_row(t, baseline, experiment) for t in trials]
+    rows = [_trial_row(t) for t in trials]
     retried_as = _retried_as(trials)
     for row in rows:
         if row["number"] in retried_as and not row["failure"]:
@@ -144,17 +138,17 @@ def _retried_as(trials: Sequence[optuna.trial.FrozenTrial]) -> dict[int, int]:
     return {history[-1]: number for number, history in histories.items() if history}
 
 
-def _trial_row(
-    trial: optuna.trial.FrozenTrial, baseline: optuna.trial.FrozenTrial | None, experiment: Experiment
-) -> TrialRow:
+def _trial_row(trial: optuna.trial.FrozenTrial) -> TrialRow:
     attrs = read(trial)
-    row: TrialRow = {
+    return {
         "number": trial.number,
         "state": state(trial),
         "is_baseline": bool(attrs.get("baseline")),
         "aa": bool(attrs.get("aa")),
         "strategies": attrs.get("strategies", {}),
         "engine": attrs.get("engine", {}),
+        "env": attrs.get("env"),  # None: a study written before env dimensions
+        "restart_pairs": attrs.get("restart_pairs"),
         "params": trial.params,
         "values": trial.values,
         "metrics": attrs.get("metrics", {}),
@@ -174,17 +168,6 @@ def _trial_row(
         "worker": attrs.get("worker"),
         "step_interleave": attrs.get("step_interleave"),
     }
-    if baseline is not None and row["engine"] and not row["is_baseline"] and row["metrics"]:
-        first = experiment.search.objectives[0].metric if experiment.search else "output_tokens_per_s"
-        base_values = [m[first] for m in read(baseline).get("arms", {}).get("trial", [])]
-        values = [m[first] for m in attrs.get("arms", {}).get("trial", [])]
-        if len(base_values) >= 2 and len(values) >= 2:
-            est = unpaired_ratio(values, base_values, higher_is_better=first in HIGHER_IS_BETTER)
-            row["vs_baseline_unpaired"] = {
-                first: {**est.to_dict(), "verdict": None},
-                "note": UNPAIRED_NOTE,
-            }
-    return row
 
 
 def _best(rows: Sequence[TrialRow], search: Search) -> list[int]:
@@ -219,6 +202,7 @@ def winner(rows: Sequence[TrialRow], confirmation: dict[str, Any] | None) -> Win
     row = next((r for r in rows if r["number"] == number), None) if number is not None else None
     strategies = row["strategies"] if row else {}
     engine = row["engine"] if row else {}
+    variables = (row.get("env") or {}) if row else {}
     return {
         "trial": row["number"] if row else None,
         "confirmed": row is not None,
@@ -227,6 +211,7 @@ def winner(rows: Sequence[TrialRow], confirmation: dict[str, Any] | None) -> Win
         "strategies": strategies,
         "engine": engine,
         "env": f"TUNER_PLUGIN='{encode_spec(strategies)}'",
+        "vllm_env": {name: env_text(value) for name, value in variables.items()},
     }
 
 
@@ -246,12 +231,14 @@ def write_outputs(summary: SweepSummary, out_dir: Path) -> list[Path]:
         text = f"{best['reason']}\nDeploy vLLM as installed (no TUNER_PLUGIN, no engine-arg changes).\n"
         return [*written, write_text(out_dir / "no-confirmed-winner.txt", text)]
     flags = shlex.join(cli_flags(best["engine"]))
+    assignments = [best["env"], *(f"{k}={shlex.quote(v)}" for k, v in best.get("vllm_env", {}).items())]
     env = (
         f"# {best['reason']}\n"
         f"# Enable in production: pip install vllm-hosttune, then\n"
-        f"#   {best['env']} vllm serve MODEL {flags}\n{best['env']}\n"
+        f"#   {' '.join(assignments)} vllm serve MODEL {flags}\n" + "".join(f"{a}\n" for a in assignments)
     )
-    body = yaml.safe_dump({"strategies": best["strategies"], "engine": best["engine"]}, sort_keys=True)
+    deploy = {"strategies": best["strategies"], "engine": best["engine"], "env": best.get("vllm_env", {})}
+    body = yaml.safe_dump(deploy, sort_keys=True)
     return [
         *written,
         write_text(out_dir / "winner.yaml", f"# {best['reason']}\n{body}"),

@@ -22,6 +22,8 @@ class TrialAttrs(TypedDict, total=False):
     aa: bool  # an A/A trial (the baseline against itself)
     strategies: dict[str, dict[str, Any]]
     engine: dict[str, Any]  # engine-arg overrides
+    env: dict[str, Any]  # vLLM environment variable overrides
+    restart_pairs: dict[str, list[float]]  # measured by restart pairs: each arm's engine start seconds
     failure: str  # why it failed (INTERRUPTED_FAILURE when stopped)
     worker: str  # the worker that ran it (shared studies)
     metrics: dict[str, float]  # median of each flat metric over the trial's repetitions

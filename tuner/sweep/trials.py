@@ -21,7 +21,7 @@ import optuna
 
 from tuner.calibration import calibration_path, load_calibration
 from tuner.config import Experiment
-from tuner.config.search import Pairs, split_key
+from tuner.config.search import RESTART_HEADS, Pairs, split_key
 from tuner.engine import EngineError, EngineSession
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, Task, task
@@ -29,16 +29,19 @@ from tuner.grain import Grain, grain_for
 from tuner.interleave import interleaved_comparison, step_pairs, step_ratio
 from tuner.metric_table import STEP_LEVEL_METRICS
 from tuner.paired_estimate import Pair, run_pair
-from tuner.pairing import Arms, left_out_of_steps, paired_runs, step_interleavable
+from tuner.pairing import Arms, StartConfig, left_out_of_steps, paired_runs, restart_pairs, step_interleavable
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.stats import RatioEstimate
 from tuner.sweep.confirmation import SCREENING_POWER_ATTR, Candidate, screening_power
 from tuner.sweep.decisions import slo
+from tuner.sweep.space import TrialConfig
 from tuner.sweep.study import WORKLOAD_ATTR, planned_trials, require_search, trial_config
 from tuner.sweep.trial_attrs import INTERRUPTED_FAILURE, read, record
 from tuner.tail_attribution import tail_record
 from tuner.workbench import Workbench
 
+BASELINE_START = StartConfig()
+"""The experiment's own engine args and environment variables: the baseline's engine."""
 TrialCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 
 
@@ -55,22 +58,24 @@ class Sweep:
         self.aa = aa
         self.session: EngineSession | None = None
         self.bench: Workbench | None = None
-        self.engine_args: dict[str, Any] | None = None
+        self.running: dict[str, dict[str, Any]] | None = None  # engine args and env of the running engine
         self.start_s: list[float] = []
         self.failed_starts: dict[str, str] = {}  # engine config (JSON) -> why it did not start
         self.switch_s: list[float] = []
         self.installable = sorted({split_key(k)[0] for k in self.search.space if split_key(k)[0] != "engine"})
         self.calibration = load_calibration(calibration_path(experiment.output_dir, experiment.name))
 
-    def _workbench(self, engine_overrides: dict[str, Any]) -> Workbench:
-        wanted = {**self.experiment.engine, **engine_overrides}
-        if self.bench is None or wanted != self.engine_args:
+    def _workbench(self, start: StartConfig = BASELINE_START, *, fresh: bool = False) -> Workbench:
+        """The engine ``start`` configures (on top of the experiment's): the running one if it is that engine,
+        else (or when ``fresh``) a new start."""
+        wanted = {"engine": {**self.experiment.engine, **start.engine}, "env": {**self.experiment.env, **start.env}}
+        if self.bench is None or wanted != self.running or fresh:
             self.close()
             key = json.dumps(wanted, sort_keys=True, default=str)
             if key in self.failed_starts:  # the same engine would fail the same way: once per config is enough
                 raise EngineError(f"not started again: this engine config failed to start ({self.failed_starts[key]})")
             try:
-                self.bench = Workbench.start(self.experiment, encode_spec({}, self.installable), wanted)
+                self.bench = self._start(wanted["engine"], wanted["env"])
             except EngineError as exc:
                 self.failed_starts[key] = str(exc)
                 raise
@@ -78,8 +83,33 @@ class Sweep:
             self.start_s.append(self.session.start_s)
             if WORKLOAD_ATTR not in self.study.user_attrs:
                 self.study.set_user_attr(WORKLOAD_ATTR, self.bench.workload)
-            self.engine_args = wanted
+            self.running = wanted
         return self.bench
+
+    def _start(self, engine: dict[str, Any], env: dict[str, Any]) -> Workbench:
+        return Workbench.start(self.experiment, encode_spec({}, self.installable), engine, env)
+
+    def restart_keys(self) -> list[str]:
+        """The space's keys compared by restart pairs: engine args, vLLM variables, restart-only strategies."""
+        from strategies import strategy_classes
+
+        classes = strategy_classes()
+        return [
+            key
+            for key in self.search.space
+            if (head := split_key(key)[0]) in RESTART_HEADS or (head in classes and not classes[head].switchable)
+        ]
+
+    def needs_restarts(self, config: TrialConfig) -> bool:
+        """Whether ``config`` is compared by restart pairs: it starts another engine than the baseline's (engine
+        args or vLLM environment variables), or holds a strategy that cannot be undone in place."""
+        from strategies import strategy_classes
+
+        engine, env = self.experiment.engine, self.experiment.env
+        moved = any(engine.get(k) != v for k, v in config.engine.items()) or any(
+            env.get(k) != v for k, v in config.env.items()
+        )
+        return moved or any(not strategy_classes()[name].switchable for name in config.strategies)
 
     def close(self) -> None:
         if self.session is not None:
@@ -89,13 +119,31 @@ class Sweep:
     def objective(self, trial: optuna.Trial) -> list[float]:
         is_baseline = bool(read(trial).get("baseline"))
         config = trial_config(trial, self.search, aa=self.aa)
-        record(trial, {"aa": self.aa and not is_baseline, "strategies": config.strategies, "engine": config.engine})
+        record(
+            trial,
+            {
+                "aa": self.aa and not is_baseline,
+                "strategies": config.strategies,
+                "engine": config.engine,
+                "env": config.env,
+            },
+        )
+        restarts = not is_baseline and self.needs_restarts(config)
         progress = self.feedback.task(
             f"trial {trial.number}" + (" (baseline)" if is_baseline else ""), total=self.search.pairs.max
         )
         watchdog = _Watchdog(self, self.search.trial_timeout_s)
         try:
-            bench = self._workbench(config.engine)
+            if restarts:
+                progress.update(description=f"trial {trial.number}: restart pairs")
+                watchdog.arm()
+                on_pair = self._pair_callback(trial, progress, prunable=True)
+                arms = self._restart_pairs(
+                    config, self.search.pairs, seed=self.search.seed + trial.number, on_pair=on_pair
+                )
+                record(trial, {"restart_pairs": arms.start_s})
+                return self._record(trial, arms, is_baseline)
+            bench = self._workbench(StartConfig(config.engine, config.env))
             watchdog.arm()
             # The baseline trial only needs its own repetitions: the minimum number of pairs.
             pairs = Pairs(min=self.search.pairs.min, max=self.search.pairs.min) if is_baseline else self.search.pairs
@@ -146,6 +194,31 @@ class Sweep:
             progress.close()
         self.switch_s += arms.switch_s
         return self._record(trial, arms, is_baseline)
+
+    def _restart_pairs(
+        self,
+        config: TrialConfig,
+        pairs: Pairs,
+        *,
+        seed: int,
+        first_pair: int = 0,
+        on_pair: Callable[[int, Any], bool] | None = None,
+    ) -> Arms:
+        """``config`` against the baseline by restart pairs: every arm of every pair on an engine started for it."""
+        arms = restart_pairs(
+            lambda start: self._workbench(start, fresh=True),
+            BASELINE_START,
+            StartConfig(config.engine, config.env),
+            config.strategies,
+            pairs,
+            self.search.objectives[0],
+            self.search.resolution,
+            seed=seed,
+            first_pair=first_pair,
+            on_pair=on_pair,
+        )
+        self.switch_s += arms.switch_s
+        return arms
 
     def grain(self, strategies: StrategySet) -> Grain:
         """The block length and settle of a step-level comparison of ``strategies`` (see :mod:`tuner.grain`)."""
@@ -237,11 +310,16 @@ class Sweep:
         return arms.medians("reference")
 
     def fresh_pairs(self, candidate: Candidate, done: int, wanted: int, left_s: float) -> list[Pair]:
-        """``wanted`` fresh pairs of ``candidate`` against the baseline on the baseline engine (a confirmation
-        look); runs continue their mirrored order after the ``done`` pairs already measured."""
-        bench = self._workbench({})
+        """``wanted`` fresh pairs of ``candidate`` against the baseline (a confirmation look): on the baseline
+        engine, or by restart pairs; runs continue their mirrored order after the ``done`` pairs already measured."""
         metric = self.search.objectives[0].metric
         seed = self.search.seed + 7919 * (candidate.trial + 1)  # fresh pairs: not the screening's order
+        size = max(wanted, 2)
+        if candidate.method == "restarts":
+            config = TrialConfig(strategies=candidate.strategies, engine=candidate.engine, env=candidate.env)
+            arms = self._restart_pairs(config, Pairs(min=size, max=size), seed=seed, first_pair=done)
+            return [run_pair(metric, t, r) for t, r in zip(arms.trial, arms.reference, strict=True)]
+        bench = self._workbench()
         if candidate.method == "steps":
             grain = self.grain(candidate.strategies)
             return step_pairs(
@@ -254,7 +332,6 @@ class Sweep:
                 settle=grain.settle,
                 seed=seed + done,
             )
-        size = max(wanted, 2)
         arms = paired_runs(
             bench,
             candidate.strategies,
@@ -273,7 +350,8 @@ class Sweep:
         arms = attrs.get("arms")
         if not attrs.get("baseline") or self.aa or not arms or len(arms["trial"]) < 2:
             return
-        power = screening_power(arms, self.search, max(planned_trials(self.experiment, aa=False) - 1, 1))
+        trials = max(planned_trials(self.experiment, aa=False) - 1, 1)
+        power = screening_power(arms, self.search, trials, self.restart_keys())
         study.set_user_attr(SCREENING_POWER_ATTR, power)
         self.feedback.note("power before screening (run-level noise of the baseline's own pairs)", "heading")
         self.feedback.note("  " + "\n  ".join(power["lines"]))

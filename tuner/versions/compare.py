@@ -30,10 +30,10 @@ from typing import Any, Literal
 from tuner.metric_table import HIGHER_IS_BETTER
 from tuner.metrics import flat_metrics
 from tuner.paired_estimate import Pair, pairs_estimate, run_pair
-from tuner.stats import RatioEstimate, mde, mirrored_order, pairs_needed
+from tuner.stats import MIN_SIGN_FLIP_PAIRS, RatioEstimate, mde, mirrored_order, pairs_needed
 
 Arm = Literal["A", "B"]
-MIN_STARTS = 6  # start pairs for the two-sided sign-flip test to reach p < 0.05 at all (2 / 2**6 = 0.031)
+MIN_STARTS = MIN_SIGN_FLIP_PAIRS  # start pairs for the two-sided sign-flip test to reach p < 0.05 at all
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,63 @@
+"""Restart pairs on the CPU engine: every arm of every pair on an engine started for it, with its engine args and
+vLLM's environment variables in each of its processes (and gone from this one once it closes)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from strategies import Role
+from tests.conftest import TINY_ENGINE
+from tuner.config import Experiment
+from tuner.config.search import Objective, Pairs
+from tuner.pairing import StartConfig, restart_pairs
+from tuner.plugin.protocol import REPORT, encode_spec
+from tuner.workbench import Workbench
+
+pytestmark = pytest.mark.engine
+
+VARIABLE = "VLLM_LOG_STATS_INTERVAL"  # harmless here: how often the engine would log its stats (seconds)
+
+
+def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables() -> None:
+    experiment = Experiment.model_validate(
+        {
+            "name": "restarts",
+            "engine": TINY_ENGINE,
+            "workload": {
+                "num_prompts": 16,
+                "input_len": {"dist": "fixed", "value": 8},
+                "output_len": {"dist": "fixed", "value": 16},
+            },
+            "measure": {"warmup_prompts": 2},
+        }
+    )
+    trial = StartConfig(engine={"max_num_seqs": 2}, env={VARIABLE: 1234})
+    seen: list[tuple[int, set[str | None]]] = []  # per start: max_num_seqs, the variable in its engine processes
+    running: list[Workbench] = []
+
+    def start(config: StartConfig) -> Workbench:
+        for bench in running:
+            bench.session.close()
+        assert VARIABLE not in os.environ  # the last engine took its variables with it
+        bench = Workbench.start(experiment, encode_spec({}), {**TINY_ENGINE, **config.engine}, config.env)
+        running[:] = [bench]
+        reports = bench.session.control(REPORT)  # from each engine process itself (/proc holds vLLM's new titles)
+        assert {role for r in reports for role in r["roles"]} >= {Role.ENGINE_CORE.value, Role.WORKER.value}
+        seen.append((bench.session.engine_args["max_num_seqs"], {r["vllm_env"].get(VARIABLE) for r in reports}))
+        return bench
+
+    try:
+        arms = restart_pairs(
+            start, StartConfig(), trial, {}, Pairs(min=2, max=2), Objective(metric="output_tokens_per_s"), 0.01, seed=1
+        )
+    finally:
+        for bench in running:
+            bench.session.close()
+    assert VARIABLE not in os.environ
+    assert sorted(seen, key=str) == sorted([(16, {None}), (16, {None}), (2, {"1234"}), (2, {"1234"})], key=str)
+    assert seen[1][0] == seen[2][0]  # mirrored: the second pair starts with the arm the first ended with
+    assert len(arms.start_s["trial"]) == len(arms.start_s["reference"]) == 2
+    assert arms.ratio("output_tokens_per_s").ratio < 0.8  # 2 sequences a step instead of 16: far slower
+    assert arms.token_ids_match  # greedy tokens alike on the engines of both arms
