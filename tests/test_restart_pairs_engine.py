@@ -11,7 +11,7 @@ from strategies import Role
 from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
 from tuner.config.search import Objective, Pairs
-from tuner.pairing import StartConfig, restart_pairs
+from tuner.pairing import Restarts, StartConfig, paired_runs
 from tuner.plugin.protocol import REPORT, encode_spec
 from tuner.workbench import Workbench
 
@@ -49,9 +49,8 @@ def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables() -> No
         return bench
 
     try:
-        arms = restart_pairs(
-            start, StartConfig(), trial, {}, Pairs(min=2, max=2), Objective(metric="output_tokens_per_s"), 0.01, seed=1
-        )
+        objective = Objective(metric="output_tokens_per_s")
+        arms = paired_runs(None, {}, Pairs(min=2, max=2), objective, 0.01, seed=1, restarts=Restarts(start, trial))
     finally:
         for bench in running:
             bench.session.close()

@@ -3,12 +3,12 @@ pairs where the arms need engines of their own.
 
 Each pair runs both arms back to back in mirrored order (AB BA AB ..., the first drawn at random, seeded),
 switching strategies in place, so carry-over from one arm to the next hits both arms alike. Restart pairs
-(:func:`restart_pairs`) start a fresh engine for every arm of every pair instead, each measuring one repetition:
-the engine start is then part of what a pair varies, as it is part of what differs between the arms. After
-``pairs.min`` pairs the paired ratio of the first objective is estimated after every pair, and pairing stops
-once the CI is narrower than the resolution (precision only: stopping on significance would inflate errors).
-Throughput metrics are estimated as a ratio of sums (tokens over wall time per repetition), the rest as the
-median of per-pair ratios.
+(:func:`paired_runs` with ``restarts``) start a fresh engine for every arm of every pair instead, each measuring
+one repetition: the engine start is then part of what a pair varies, as it is part of what differs between the
+arms. After ``pairs.min`` pairs the paired ratio of the first objective is estimated after every pair, and
+pairing stops once the CI is narrower than the resolution (precision only: stopping on significance would
+inflate errors). Throughput metrics are estimated as a ratio of sums (tokens over wall time per repetition), the
+rest as the median of per-pair ratios.
 """
 
 from __future__ import annotations
@@ -74,8 +74,26 @@ def _switch(bench: Workbench, strategies: dict[str, dict[str, Any]], arms: Arms)
     arms.switch_s.append(time.perf_counter() - started)
 
 
+@dataclass(frozen=True)
+class StartConfig:
+    """What an engine start of one arm changes from the experiment's: engine args and vLLM environment variables."""
+
+    engine: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Restarts:
+    """Restart pairs: ``start`` brings up an engine as a :class:`StartConfig` says (closing the one before); the
+    trial arm's engines start as ``trial`` says, the reference arm's as ``reference``."""
+
+    start: Callable[[StartConfig], Workbench]
+    trial: StartConfig
+    reference: StartConfig = field(default_factory=StartConfig)
+
+
 def paired_runs(
-    bench: Workbench,
+    bench: Workbench | None,
     trial_strategies: dict[str, dict[str, Any]],
     pairs: Pairs,
     objective: Objective,
@@ -84,9 +102,16 @@ def paired_runs(
     seed: int,
     first_pair: int = 0,
     on_pair: Callable[[int, RatioEstimate | None], bool] | None = None,
+    restarts: Restarts | None = None,
 ) -> Arms:
     """Run pairs until settled or ``pairs.max``; ``on_pair`` may return True to stop (pruning). ``first_pair``
-    continues the mirrored order of an earlier batch with the same seed."""
+    continues the mirrored order of an earlier batch with the same seed.
+
+    Both arms switch in place on ``bench``; with ``restarts`` instead, every arm of every pair runs on an engine
+    started for it and measures one repetition there (after the engine's warm-up): for what cannot be switched in
+    place (engine args, vLLM's environment variables, strategies that cannot be undone)."""
+    if (bench is None) == (restarts is None):
+        raise ValueError("paired_runs measures on a running bench or by restarts: give exactly one")
     arms = Arms()
     reference_tokens: list[list[int]] = []
     for index, trial_first in enumerate(mirrored_order(first_pair + pairs.max, seed=seed)[first_pair:]):
@@ -94,52 +119,17 @@ def paired_runs(
         if trial_first:
             order.reverse()
         for arm, strategies in order:
+            label = f"pair {index + 1} {arm}"
+            if restarts is not None:
+                bench = restarts.start(restarts.trial if arm == "trial" else restarts.reference)
+                arms.start_s[arm].append(bench.session.start_s)
+                label += " (engine start)"
+            assert bench is not None  # checked on entry
             _switch(bench, strategies, arms)
-            _measure(bench, arm, f"pair {index + 1} {arm}", arms, reference_tokens)
+            _measure(bench, arm, label, arms, reference_tokens)
         if _pair_done(arms, index, pairs, objective, resolution, on_pair):
             break
     return arms
-
-
-def restart_pairs(
-    start: Callable[[StartConfig], Workbench],
-    reference: StartConfig,
-    trial: StartConfig,
-    trial_strategies: dict[str, dict[str, Any]],
-    pairs: Pairs,
-    objective: Objective,
-    resolution: float,
-    *,
-    seed: int,
-    first_pair: int = 0,
-    on_pair: Callable[[int, RatioEstimate | None], bool] | None = None,
-) -> Arms:
-    """:func:`paired_runs` with a fresh engine for every arm of every pair: ``start`` brings up an engine as
-    ``reference`` or ``trial`` configures it (closing the one before), and the arm measures one repetition on it
-    (after the engine's warm-up). For what cannot be switched in place: engine args, vLLM's environment
-    variables, strategies that cannot be undone."""
-    arms = Arms()
-    reference_tokens: list[list[int]] = []
-    for index, trial_first in enumerate(mirrored_order(first_pair + pairs.max, seed=seed)[first_pair:]):
-        order = [("reference", reference, {}), ("trial", trial, trial_strategies)]
-        if trial_first:
-            order.reverse()
-        for arm, config, strategies in order:
-            bench = start(config)
-            arms.start_s[arm].append(bench.session.start_s)
-            _switch(bench, strategies, arms)
-            _measure(bench, arm, f"pair {index + 1} {arm} (engine start)", arms, reference_tokens)
-        if _pair_done(arms, index, pairs, objective, resolution, on_pair):
-            break
-    return arms
-
-
-@dataclass(frozen=True)
-class StartConfig:
-    """What an engine start of one arm changes from the experiment's: engine args and vLLM environment variables."""
-
-    engine: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, Any] = field(default_factory=dict)
 
 
 def _measure(bench: Workbench, arm: str, label: str, arms: Arms, reference_tokens: list[list[int]]) -> None:

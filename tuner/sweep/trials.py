@@ -29,7 +29,7 @@ from tuner.grain import Grain, grain_for
 from tuner.interleave import interleaved_comparison, step_pairs, step_ratio
 from tuner.metric_table import STEP_LEVEL_METRICS
 from tuner.paired_estimate import Pair, run_pair
-from tuner.pairing import Arms, StartConfig, left_out_of_steps, paired_runs, restart_pairs, step_interleavable
+from tuner.pairing import Arms, Restarts, StartConfig, left_out_of_steps, paired_runs, step_interleavable
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.stats import RatioEstimate
 from tuner.sweep.confirmation import SCREENING_POWER_ATTR, Candidate, screening_power
@@ -205,10 +205,8 @@ class Sweep:
         on_pair: Callable[[int, Any], bool] | None = None,
     ) -> Arms:
         """``config`` against the baseline by restart pairs: every arm of every pair on an engine started for it."""
-        arms = restart_pairs(
-            lambda start: self._workbench(start, fresh=True),
-            BASELINE_START,
-            StartConfig(config.engine, config.env),
+        arms = paired_runs(
+            None,
             config.strategies,
             pairs,
             self.search.objectives[0],
@@ -216,6 +214,7 @@ class Sweep:
             seed=seed,
             first_pair=first_pair,
             on_pair=on_pair,
+            restarts=Restarts(lambda start: self._workbench(start, fresh=True), StartConfig(config.engine, config.env)),
         )
         self.switch_s += arms.switch_s
         return arms
