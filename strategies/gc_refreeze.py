@@ -9,8 +9,8 @@ since it was applied: EngineCore counts the batches whose output it processes, a
 whatever is in flight at that moment (the live requests' objects) is frozen with the rest, never collected.
 
 A freeze cannot be undone in place (see ``run_level_reason``), so the strategy is applied when an engine starts
-and never switched on a running one: ``tuner run`` measures it, a sweep refuses it in its space until restart
-pairs exist. ``revert`` only cleans up a process that retires it.
+and never switched on a running one: ``tuner run`` measures it, and a sweep by restart pairs, its trial arm's
+engines started with it in force. ``revert`` only cleans up a process that retires it.
 
 The refreeze goes through vLLM's own ``freeze_gc_heap``, so ``gc_freeze: {enabled: false}`` (never freeze)
 suppresses it too, and the strategy then says it is not in force rather than measure nothing.

@@ -54,14 +54,17 @@ class FakeBench:
         self.workload: dict[str, Any] = {}
         self.starts: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (engine args, env) of each engine start
         self.started: list[str] = []  # the gain keys of the running engine
+        self.started_with: list[tuple[str, ...]] = []  # the strategies in force at each engine start
         self.start_offset = 0.0
 
-    def start(self, engine: dict[str, Any], env: dict[str, Any]) -> FakeBench:
-        """What :meth:`Sweep._start` returns: this bench, as a fresh engine of ``engine`` and ``env``."""
+    def start(self, engine: dict[str, Any], env: dict[str, Any], strategies: dict[str, Any]) -> FakeBench:
+        """What :meth:`Sweep._start` returns: this bench, as a fresh engine of ``engine`` and ``env`` with
+        ``strategies`` in force."""
         self.starts.append((engine, env))
+        self.started_with.append(tuple(sorted(strategies)))
         self.started = [f"engine.{k}={v}" for k, v in engine.items()] + [f"env.{k}={v}" for k, v in env.items()]
         self.start_offset = self.start_rng.normal(0, 0.03)
-        self.strategies = {}
+        self.strategies = strategies
         return self
 
     def switch(self, strategies: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -211,6 +214,16 @@ def test_an_env_dimension_starts_each_arm_with_its_variables_and_no_effect_wins_
     everything = [env for _, env in bench.starts[1:]]  # with the confirmation's (a candidate by chance or not)
     assert everything.count({"VLLM_USE_V2_MODEL_RUNNER": True}) == everything.count({})
     assert not summary["winner"]["confirmed"]
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_a_restart_only_strategy_is_in_force_from_the_start_of_each_trial_arm_engine(tmp_path: Path) -> None:
+    sweep, bench = swept(tmp_path, {"gc_refreeze": 0.05}, {"gc_refreeze": [False, True]})
+    summary = summarize_study(sweep.study, sweep.experiment, sweep)
+    trial = next(r for r in summary["trials"] if r["strategies"] == {"gc_refreeze": {}})
+    assert trial["restart_pairs"] is not None and trial["engine"] == {} and trial["env"] == {}
+    screened = bench.started_with[1 : 1 + 2 * trial["pairs"]]
+    assert screened.count(("gc_refreeze",)) == screened.count(()) == 6  # never switched on a running engine
 
 
 def test_engine_arg_trials_of_studies_before_restart_pairs_are_left_out_of_confirmation_with_a_note() -> None:

@@ -76,10 +76,12 @@ def _switch(bench: Workbench, strategies: dict[str, dict[str, Any]], arms: Arms)
 
 @dataclass(frozen=True)
 class StartConfig:
-    """What an engine start of one arm changes from the experiment's: engine args and vLLM environment variables."""
+    """What an engine start of one arm changes from the experiment's: engine args, vLLM environment variables, and
+    the strategies in force from the start (as a deployment's ``TUNER_PLUGIN`` has them)."""
 
     engine: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
+    strategies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

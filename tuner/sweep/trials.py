@@ -58,7 +58,7 @@ class Sweep:
         self.aa = aa
         self.session: EngineSession | None = None
         self.bench: Workbench | None = None
-        self.running: dict[str, dict[str, Any]] | None = None  # engine args and env of the running engine
+        self.running: dict[str, dict[str, Any]] | None = None  # how the running engine was started
         self.start_s: list[float] = []
         self.failed_starts: dict[str, str] = {}  # engine config (JSON) -> why it did not start
         self.switch_s: list[float] = []
@@ -68,14 +68,18 @@ class Sweep:
     def _workbench(self, start: StartConfig = BASELINE_START, *, fresh: bool = False) -> Workbench:
         """The engine ``start`` configures (on top of the experiment's): the running one if it is that engine,
         else (or when ``fresh``) a new start."""
-        wanted = {"engine": {**self.experiment.engine, **start.engine}, "env": {**self.experiment.env, **start.env}}
+        wanted = {
+            "engine": {**self.experiment.engine, **start.engine},
+            "env": {**self.experiment.env, **start.env},
+            "strategies": start.strategies,
+        }
         if self.bench is None or wanted != self.running or fresh:
             self.close()
             key = json.dumps(wanted, sort_keys=True, default=str)
             if key in self.failed_starts:  # the same engine would fail the same way: once per config is enough
                 raise EngineError(f"not started again: this engine config failed to start ({self.failed_starts[key]})")
             try:
-                self.bench = self._start(wanted["engine"], wanted["env"])
+                self.bench = self._start(wanted["engine"], wanted["env"], start.strategies)
             except EngineError as exc:
                 self.failed_starts[key] = str(exc)
                 raise
@@ -86,8 +90,8 @@ class Sweep:
             self.running = wanted
         return self.bench
 
-    def _start(self, engine: dict[str, Any], env: dict[str, Any]) -> Workbench:
-        return Workbench.start(self.experiment, encode_spec({}, self.installable), engine, env)
+    def _start(self, engine: dict[str, Any], env: dict[str, Any], strategies: StrategySet) -> Workbench:
+        return Workbench.start(self.experiment, encode_spec(strategies, self.installable), engine, env)
 
     def restart_keys(self) -> list[str]:
         """The space's keys compared by restart pairs: engine args, vLLM variables, restart-only strategies."""
@@ -214,7 +218,9 @@ class Sweep:
             seed=seed,
             first_pair=first_pair,
             on_pair=on_pair,
-            restarts=Restarts(lambda start: self._workbench(start, fresh=True), StartConfig(config.engine, config.env)),
+            restarts=Restarts(
+                lambda s: self._workbench(s, fresh=True), StartConfig(config.engine, config.env, config.strategies)
+            ),
         )
         self.switch_s += arms.switch_s
         return arms
