@@ -133,7 +133,8 @@ class Workbench:
             env=experiment.env if env is None else env,
         )
         try:
-            check_env_in_force(session.control(REPORT), session.env)
+            if session.env:
+                check_env_in_force(session.control(REPORT), session.env)
             bench = cls(session, experiment)
             bench.warm_up()
         except BaseException:
