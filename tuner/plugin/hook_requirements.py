@@ -90,6 +90,12 @@ REQUIRES: tuple[Requirement, ...] = (
     Defined("v1/engine/async_llm.py", "AsyncLLM.reset_prefix_cache"),
     Defined("entrypoints/serve/dev/cache/api_router.py", "reset_prefix_cache"),
     AssignedIn("outputs.py", "RequestOutput.__init__", attribute="num_cached_tokens"),
+    # `env:` and `env.VLLM_*` dimensions (the tuner's side, :mod:`tuner.vllm_env`): vLLM's table of its variables and
+    # their parsers checks names and values; its cache of them is dropped while an engine's overlay is set; the
+    # Rust front-end's switch is checked where vLLM resolves its binary.
+    Defined("envs.py", "environment_variables"),
+    Defined("envs.py", "disable_envs_cache"),
+    Snippet("envs.py", "environment_variables", text='"VLLM_RUST_FRONTEND_PATH": lambda: _resolve_rust_'),
     # Telemetry: the wait points where a collection is hidden (GC pauses classified hidden or critical).
     *wait_points.REQUIRES,
 )
