@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 
 
 def _builtin() -> list[type[Strategy]]:
+    from strategies.event_wait import EventWait
     from strategies.gc_freeze import GcFreeze
     from strategies.gc_in_waits import GcInWaits
     from strategies.gc_refreeze import GcRefreeze
@@ -39,6 +40,7 @@ def _builtin() -> list[type[Strategy]]:
         SharedEmptyKvBlocks,
         SamplerCopyElision,
         ShmSpinWindow,
+        EventWait,
         KnownDelay,
         KnownStall,
     ]

@@ -50,10 +50,16 @@ def is_engine_core(process: psutil.Process) -> bool:
 
 
 def applicable_strategies() -> list[str]:
-    """Every registered strategy (built-in and test-only) that applies to the installed vLLM."""
+    """Every registered strategy (built-in and test-only) that applies to the installed vLLM and acts on the tiny
+    CPU engine's code path (``event_wait``, for one, needs CUDA)."""
     from strategies.registry import strategy_classes
+    from tuner.engine_args import engine_config, resolve_engine_args
 
-    return sorted(name for name, cls in strategy_classes().items() if cls().applicable().ok)
+    config, refused = engine_config(resolve_engine_args(TINY_ENGINE))
+    assert refused is None, refused
+    return sorted(
+        name for name, cls in strategy_classes().items() if cls().applicable().ok and cls().refuses(config) is None
+    )
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from rich.table import Table
 from typer.testing import CliRunner
 
 from strategies import strategy_classes
+from strategies.event_wait import EventWait
 from strategies.gc_freeze import GcFreeze
 from strategies.gc_refreeze import GcRefreeze
 from strategies.sampler_copy_elision import SamplerCopyElision
@@ -29,7 +30,7 @@ def _listed(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
     return {name: {h: cells[i] for h, cells in columns.items()} for i, name in enumerate(columns["name"])}
 
 
-RUN_LEVEL = {"gc_freeze": GcFreeze, "shm_spin_window": ShmSpinWindow}
+RUN_LEVEL = {"gc_freeze": GcFreeze, "shm_spin_window": ShmSpinWindow, "event_wait": EventWait}
 RESTART = {"gc_refreeze": GcRefreeze}
 
 
