@@ -121,6 +121,10 @@ CASES: dict[str, tuple[str, int | None]] = {
         "search.space.engine.max_num_seqs: engine dimensions are compared by restart pairs, never per step",
         10,
     ),
+    "strategy_event_wait_on_cpu.yaml": (
+        "strategies.event_wait: does not act on this engine's code path: the cpu runner makes no CUDA events",
+        8,
+    ),
     "search_restart_only.yaml": ("search.space.gc_refreeze: gc_refreeze is compared only by restarting the engine", 10),
     "search_param_without_toggle.yaml": (
         "search.space.gc_threshold.gen0_per_seq: add `gc_threshold: [false, true]`",
