@@ -610,3 +610,18 @@ def test_an_unbounded_ci_side_is_shown_as_such() -> None:
     est = paired_ratio_of_sums([100.0] * 4, [1.0, 1.1, 0.9, 1.0], [100.0] * 4, [1.0, 1.0, 1.0, 1.05])
     assert fmt_ci(est.ci_low, est.ci_high) == "[0, inf]"
     assert fmt_ci(0.9, 1.1) == "[0.900, 1.100]"
+
+
+def test_a_restart_pair_trial_names_its_variables_and_counts_start_pairs() -> None:
+    from tuner.results.describe import trial_label
+    from tuner.sweep.run import trials_table
+
+    row = {
+        "number": 3, "state": "COMPLETE", "is_baseline": False, "strategies": {}, "engine": {"max_num_seqs": 32},
+        "env": {"VLLM_USE_FASTOKENS": True}, "restart_pairs": {"trial": [17.0] * 6, "reference": [18.0] * 6},
+        "ratios": {}, "anchored": {}, "pairs": 6, "feasible": True, "verdict": None,
+    }  # fmt: skip
+    assert trial_label(row).endswith("max_num_seqs=32, VLLM_USE_FASTOKENS=True")
+    table = trials_table({"experiment": "x", "objectives": [{"metric": "output_tokens_per_s"}], "trials": [row]})  # type: ignore[typeddict-item]
+    cells = dict(zip(table.columns, table.rows[0], strict=True))
+    assert cells["engine"] == "max_num_seqs=32, VLLM_USE_FASTOKENS=True" and cells["pairs"] == "6 starts"

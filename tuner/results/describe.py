@@ -127,15 +127,16 @@ def describe_strategies(strategies: dict[str, Any] | None) -> str:
     return ", ".join(parts)
 
 
-def describe_engine(engine: dict[str, Any] | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (engine or {}).items())
+def describe_engine(engine: dict[str, Any] | None, env: dict[str, Any] | None = None) -> str:
+    """A trial's or winner's engine: its engine-arg overrides, then its vLLM environment variables."""
+    return ", ".join(f"{k}={v}" for k, v in {**(engine or {}), **(env or {})}.items())
 
 
 def trial_label(trial: Mapping[str, Any]) -> str:
     if trial.get("is_baseline"):
         return f"#{trial['number']} baseline"
     config = describe_strategies(trial.get("strategies"))
-    engine = describe_engine(trial.get("engine"))
+    engine = describe_engine(trial.get("engine"), trial.get("env"))
     return f"#{trial['number']} " + (f"{config}; {engine}" if engine else config)
 
 

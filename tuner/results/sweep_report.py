@@ -119,7 +119,11 @@ def _winner_section(doc: Doc, summary: Mapping[str, Any]) -> None:
     if winner.get("trial") is not None:
         doc.p(
             f"**Trial #{winner['trial']}**: `{describe_strategies(winner.get('strategies'))}`"
-            + (f" with engine `{describe_engine(winner.get('engine'))}`" if winner.get("engine") else "")
+            + (
+                f" with engine `{describe_engine(winner.get('engine'), winner.get('vllm_env'))}`"
+                if winner.get("engine") or winner.get("vllm_env")
+                else ""
+            )
             + (f" ({winner['reason']})" if winner.get("reason") else "")
         )
     else:

@@ -108,11 +108,11 @@ def trials_table(summary: SweepSummary) -> TableData:
                 str(row["number"]),
                 row["state"],
                 strategies,
-                describe_engine(row["engine"]),
+                describe_engine(row["engine"], row.get("env")),
                 *[f"{row['anchored'].get(m, float('nan')):.2f}" if row["anchored"] else "-" for m in objectives],
                 ci,
                 p,
-                str(row["pairs"]),
+                f"{row['pairs']} starts" if row.get("restart_pairs") else str(row["pairs"]),
                 str(row["feasible"]),
                 str(row["verdict"] or "-"),
             )
@@ -121,5 +121,6 @@ def trials_table(summary: SweepSummary) -> TableData:
         title=f"{summary['experiment']}: trials against the baseline",
         columns=columns,
         rows=rows,
-        caption="objective columns: each trial's paired ratio x the baseline's median (drift between trials cancels)",
+        caption="objective columns: each trial's paired ratio x the baseline's median (drift between trials cancels); "
+        "pairs: 'starts' where each arm of a pair ran on an engine started for it (restart pairs)",
     )
