@@ -1,8 +1,11 @@
-"""``tuner sweep``: an Optuna study over strategy sets and engine args, measured in pairs on live engines.
+"""``tuner sweep``: an Optuna study over strategy sets, engine args and vLLM variables, measured in pairs on live
+engines.
 
 - The baseline (vLLM as installed, no strategies) is enqueued first; every trial is paired against the
   reference arm (no strategies) on the same engine, so host drift cancels.
-- Trials that differ only in switchable strategies share one engine; it restarts only when engine args change.
+- Trials that differ only in switchable strategies share one engine. A trial that changes the engine start
+  (engine args, vLLM variables) or holds a restart-only strategy is measured by restart pairs instead: each arm
+  of every pair on an engine started for it (:func:`tuner.pairing.paired_runs` with ``restarts``).
 - Screening only nominates candidates; the single-process command then confirms them against the baseline
   with fresh pairs (:mod:`tuner.sweep.confirmation`), and only a confirmed winner is written to ``winner.yaml``
   (:mod:`tuner.sweep.summary`). The study itself (storage, sampler, queued points) is :mod:`tuner.sweep.study`.
