@@ -79,5 +79,14 @@ def figures(summary: dict[str, Any], exit_status: int, command: str, experiment_
     }
 
 
+def sweep_and_write(experiment_path: Path, out: Path, command: str) -> dict[str, Any]:
+    """Run the experiment's sweep, write its :func:`figures` (with ``command``) to ``out`` and return them."""
+    summary, status = run_reference_sweep(experiment_path)
+    result = figures(summary, status, command, experiment_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
 def fmt_estimate(estimate: dict[str, Any] | None) -> str:
     return f"{estimate['ratio']:.3f} [{estimate['ci_low']:.3f}, {estimate['ci_high']:.3f}]" if estimate else "-"

@@ -10,11 +10,10 @@ trial's screening ratio of output tokens/s with its 95% CI and p, the engine sta
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
-from benchmarks.reference_sweep import ROOT, figures, fmt_estimate, run_reference_sweep
+from benchmarks.reference_sweep import ROOT, fmt_estimate, sweep_and_write
 
 EXPERIMENT = ROOT / "experiments" / "restart-dimensions.yaml"
 
@@ -23,10 +22,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "reference" / "restart-sweep-cpu.json")
     args = parser.parse_args()
-    summary, status = run_reference_sweep(EXPERIMENT)
-    result = figures(summary, status, "python -m benchmarks.restart_sweep", EXPERIMENT)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    result = sweep_and_write(EXPERIMENT, args.out, "python -m benchmarks.restart_sweep")
     print(f"{'trial':<28} {'method':<14} {'screening [95% CI]':<26} {'p':>6}  {'start s':>8}  confirmation")
     for row in result["trials"]:
         label = (

@@ -10,10 +10,9 @@ screening ratio of output tokens/s with its 95% CI, the per-pair noise, and what
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from benchmarks.reference_sweep import ROOT, figures, fmt_estimate, run_reference_sweep
+from benchmarks.reference_sweep import ROOT, fmt_estimate, sweep_and_write
 
 EXPERIMENT = ROOT / "experiments" / "shm-spin-window.yaml"
 
@@ -22,15 +21,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "reference" / "shm-spin-window-cpu.json")
     args = parser.parse_args()
-    summary, status = run_reference_sweep(EXPERIMENT)
-    result = figures(summary, status, "python -m benchmarks.shm_spin_window", EXPERIMENT)
-    for row in result["trials"]:
-        row["window_s"] = (row["strategies"].get("shm_spin_window") or {}).get("window_s")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    result = sweep_and_write(EXPERIMENT, args.out, "python -m benchmarks.shm_spin_window")
     print(f"{'window':>8}  {'screening ratio [95% CI]':<28} {'log SD':>7}  confirmation")
     for row in result["trials"]:
-        window = "vLLM 1 s" if row["window_s"] is None else f"{row['window_s']:g} s"
+        window_s = (row["strategies"].get("shm_spin_window") or {}).get("window_s")
+        window = "vLLM 1 s" if window_s is None else f"{window_s:g} s"
         s = row.get("screening")
         sd = f"{s['log_sd']:.3f}" if s and s.get("log_sd") is not None else "-"
         c = row.get("confirmation")
