@@ -67,6 +67,8 @@ class EventWait(Strategy):
             return
         import torch
 
+        if not torch.cuda.is_available():  # refused here anyway; vLLM's CPU runner makes stand-in events at start
+            return
         torch.cuda.Event = moded_event(torch.cuda.Event, self)  # type: ignore[misc]
         self._installed = True
 

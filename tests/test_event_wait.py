@@ -28,6 +28,7 @@ def test_vllms_blocking_events_spin_while_applied_and_block_again_once_reverted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(torch.cuda, "Event", StandInEvent)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     strategy = EventWait()
     strategy.install()
     strategy.install()  # idempotent: one subclass, not two
@@ -47,6 +48,15 @@ def test_vllms_blocking_events_spin_while_applied_and_block_again_once_reverted(
     strategy.revert(ctx)
     assert runner.prepare_inputs_event.args["blocking"] is True and torch.cuda.Event(blocking=True).args["blocking"]
     assert strategy.counters["spinning_events"] == 2  # nothing counted once reverted
+
+
+def test_without_cuda_installing_it_leaves_torch_alone() -> None:
+    """vLLM's CPU runner makes its own stand-in events while it starts: a patched class there broke the start (an
+    engine test in the GPU topology caught it), so without CUDA nothing is patched (and the strategy is refused)."""
+    assert not torch.cuda.is_available()
+    before = torch.cuda.Event
+    EventWait().install()
+    assert torch.cuda.Event is before
 
 
 def test_refused_on_the_cpu_engine_and_on_the_v1_runner_without_async_scheduling() -> None:
