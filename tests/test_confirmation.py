@@ -209,6 +209,7 @@ def test_an_env_dimension_starts_each_arm_with_its_variables_and_no_effect_wins_
     summary = summarize_study(sweep.study, sweep.experiment, sweep)
     trial = next(r for r in summary["trials"] if not r["is_baseline"])
     assert trial["env"] == {"VLLM_USE_V2_MODEL_RUNNER": True} and trial["restart_pairs"] is not None
+    assert sweep.installable == []  # an env dimension is no strategy for the plugin to install
     screened = [env for _, env in bench.starts[1 : 1 + 2 * trial["pairs"]]]
     assert screened.count({"VLLM_USE_V2_MODEL_RUNNER": True}) == screened.count({}) == trial["pairs"] == 6
     everything = [env for _, env in bench.starts[1:]]  # with the confirmation's (a candidate by chance or not)

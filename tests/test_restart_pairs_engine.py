@@ -1,18 +1,23 @@
-"""Restart pairs on the CPU engine: every arm of every pair on an engine started for it, with its engine args and
-vLLM's environment variables in each of its processes (and gone from this one once it closes)."""
+"""Restart pairs on the CPU engine, through the sweep's own engine starts: every arm of every pair on an engine
+started for it, with its engine args and vLLM's environment variables in each of its processes (and gone from this
+one once it closes)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from strategies import Role
 from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
-from tuner.config.search import Objective, Pairs
-from tuner.pairing import Restarts, StartConfig, paired_runs
-from tuner.plugin.protocol import REPORT, encode_spec
+from tuner.config.search import Pairs
+from tuner.plugin.protocol import REPORT
+from tuner.sweep.space import TrialConfig
+from tuner.sweep.study import open_study
+from tuner.sweep.trials import Sweep
 from tuner.workbench import Workbench
 
 pytestmark = pytest.mark.engine
@@ -20,7 +25,7 @@ pytestmark = pytest.mark.engine
 VARIABLE = "VLLM_LOG_STATS_INTERVAL"  # harmless here: how often the engine would log its stats (seconds)
 
 
-def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables() -> None:
+def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables(tmp_path: Path) -> None:
     experiment = Experiment.model_validate(
         {
             "name": "restarts",
@@ -31,32 +36,34 @@ def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables() -> No
                 "output_len": {"dist": "fixed", "value": 16},
             },
             "measure": {"warmup_prompts": 2},
+            "search": {"space": {"engine.max_num_seqs": [16, 2], f"env.{VARIABLE}": [1234]}},
+            "output_dir": str(tmp_path),
         }
     )
-    trial = StartConfig(engine={"max_num_seqs": 2}, env={VARIABLE: 1234})
+    study = open_study(experiment, f"sqlite:///{tmp_path / 'study.db'}", resume=False, study_name="restarts")
+    sweep = Sweep(experiment, study)
+    assert sweep.installable == []  # the space's engine and env keys are no strategies for the plugin
     seen: list[tuple[int, set[str | None]]] = []  # per start: max_num_seqs, the variable in its engine processes
-    running: list[Workbench] = []
+    start = sweep._start
 
-    def start(config: StartConfig) -> Workbench:
-        for bench in running:
-            bench.session.close()
+    def start_and_look(engine: dict[str, Any], env: dict[str, Any], strategies: Any) -> Workbench:
         assert VARIABLE not in os.environ  # the last engine took its variables with it
-        bench = Workbench.start(experiment, encode_spec({}), {**TINY_ENGINE, **config.engine}, config.env)
-        running[:] = [bench]
+        bench = start(engine, env, strategies)
         reports = bench.session.control(REPORT)  # from each engine process itself (/proc holds vLLM's new titles)
         assert {role for r in reports for role in r["roles"]} >= {Role.ENGINE_CORE.value, Role.WORKER.value}
         seen.append((bench.session.engine_args["max_num_seqs"], {r["vllm_env"].get(VARIABLE) for r in reports}))
         return bench
 
+    sweep._start = start_and_look  # type: ignore[method-assign]
+    trial = TrialConfig(strategies={}, engine={"max_num_seqs": 2}, env={VARIABLE: 1234})
+    assert sweep.needs_restarts(trial)
     try:
-        objective = Objective(metric="output_tokens_per_s")
-        arms = paired_runs(None, {}, Pairs(min=2, max=2), objective, 0.01, seed=1, restarts=Restarts(start, trial))
+        arms = sweep._restart_pairs(trial, Pairs(min=2, max=2), seed=1)
     finally:
-        for bench in running:
-            bench.session.close()
+        sweep.close()
     assert VARIABLE not in os.environ
     assert sorted(seen, key=str) == sorted([(16, {None}), (16, {None}), (2, {"1234"}), (2, {"1234"})], key=str)
     assert seen[1][0] == seen[2][0]  # mirrored: the second pair starts with the arm the first ended with
-    assert len(arms.start_s["trial"]) == len(arms.start_s["reference"]) == 2
+    assert len(arms.start_s["trial"]) == len(arms.start_s["reference"]) == 2 and len(sweep.start_s) == 4
     assert arms.ratio("output_tokens_per_s").ratio < 0.8  # 2 sequences a step instead of 16: far slower
     assert arms.token_ids_match  # greedy tokens alike on the engines of both arms

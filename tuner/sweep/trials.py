@@ -44,7 +44,8 @@ from tuner.tail_attribution import tail_record
 from tuner.workbench import Workbench
 
 BASELINE_START = StartConfig()
-"""The experiment's own engine args and environment variables: the baseline's engine."""
+"""The experiment's own engine args and environment variables, no strategy in force at start: the baseline's
+engine."""
 TrialCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 
 
@@ -65,7 +66,7 @@ class Sweep:
         self.start_s: list[float] = []
         self.failed_starts: dict[str, str] = {}  # engine config (JSON) -> why it did not start
         self.switch_s: list[float] = []
-        self.installable = sorted({split_key(k)[0] for k in self.search.space if split_key(k)[0] != "engine"})
+        self.installable = sorted({h for k in self.search.space if (h := split_key(k)[0]) not in RESTART_HEADS})
         self.calibration = load_calibration(calibration_path(experiment.output_dir, experiment.name))
 
     def _workbench(self, start: StartConfig = BASELINE_START, *, fresh: bool = False) -> Workbench:
