@@ -14,6 +14,7 @@ from tuner.config import Experiment
 from tuner.config.search import Objective, Pairs
 from tuner.paired_estimate import pairs_estimate
 from tuner.pairing import paired_runs
+from tuner.results.records import TrialState
 from tuner.sweep.confirmation import (
     CONFIRMATION_ATTR,
     Candidate,
@@ -24,6 +25,7 @@ from tuner.sweep.confirmation import (
 from tuner.sweep.run import confirm_candidates
 from tuner.sweep.study import enqueue_missing, open_study
 from tuner.sweep.summary import summarize_study, write_outputs
+from tuner.sweep.trial_attrs import state
 from tuner.sweep.trials import Sweep
 
 SPACE: dict[str, Any] = {"gc_threshold": [False, True], "gc_freeze": [False, True]}
@@ -286,3 +288,24 @@ def test_the_power_statement_says_when_too_few_start_pairs_can_never_call_a_chan
     few = restart_pairs_line(["env.VLLM_X"], Pairs(min=2, max=4)) or ""
     assert few.startswith("env.VLLM_X: compared by restart pairs") and "4 start pairs can never call a change" in few
     assert "never" not in (restart_pairs_line(["env.VLLM_X"], Pairs(min=6, max=8)) or "")
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_a_signal_while_a_trial_records_its_configuration_still_marks_it_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C right after Optuna starts a trial, before any measuring (the CPU engine sweep test landed one there):
+    the trial is INTERRUPTED, not FAIL, so that a resume queues its point again."""
+    exp = experiment(tmp_path)
+    study = open_study(exp, f"sqlite:///{tmp_path / 'i.db'}", resume=False, study_name="i")
+    enqueue_missing(study, exp, aa=False)
+    sweep = Sweep(exp, study)
+    on_fake_engines(sweep, FakeBench(exp, {}))
+
+    def signalled(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("tuner.sweep.trials.trial_config", signalled)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run(1)
+    assert [state(t) for t in study.get_trials()][:1] == [TrialState.INTERRUPTED]

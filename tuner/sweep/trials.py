@@ -125,6 +125,16 @@ class Sweep:
         self.session = self.bench = None
 
     def objective(self, trial: optuna.Trial) -> list[float]:
+        """Measure ``trial``; stopped by Ctrl-C or SIGTERM at any point once Optuna runs it (its configuration
+        still being recorded included), it is recorded as interrupted, so that a resume queues its point again."""
+        try:
+            return self._measure(trial)
+        except KeyboardInterrupt:
+            record(trial, {"failure": INTERRUPTED_FAILURE})
+            self.feedback.note(f"trial {trial.number} interrupted", "warning")
+            raise
+
+    def _measure(self, trial: optuna.Trial) -> list[float]:
         is_baseline = bool(read(trial).get("baseline"))
         config = trial_config(trial, self.search, aa=self.aa)
         record(
@@ -185,10 +195,6 @@ class Sweep:
                 )
                 arms.step_result.grain = grain.why
                 arms.step_result.left_out = left_out_of_steps(config.strategies)
-        except KeyboardInterrupt:
-            record(trial, {"failure": INTERRUPTED_FAILURE})
-            self.feedback.note(f"trial {trial.number} interrupted", "warning")
-            raise
         except optuna.TrialPruned:
             raise
         except Exception as exc:
