@@ -117,6 +117,7 @@ CASES: dict[str, tuple[str, int | None]] = {
         9,
     ),
     "search_env_unknown.yaml": ("search.space.env.VLLM_SPIN_WINDOW[0]: not an environment variable", 9),
+    "search_env_baseline_not_a_choice.yaml": ("the baseline value env.VLLM_USE_V2_MODEL_RUNNER=0 must be a choice", 10),
     "search_restart_dimension_by_steps.yaml": (
         "search.space.engine.max_num_seqs: engine dimensions are compared by restart pairs, never per step",
         10,

@@ -14,8 +14,8 @@ from strategies import Role
 from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
 from tuner.config.search import Pairs
+from tuner.pairing import StartConfig
 from tuner.plugin.protocol import REPORT
-from tuner.sweep.space import TrialConfig
 from tuner.sweep.study import open_study
 from tuner.sweep.trials import Sweep
 from tuner.workbench import Workbench
@@ -55,7 +55,7 @@ def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables(tmp_pat
         return bench
 
     sweep._start = start_and_look  # type: ignore[method-assign]
-    trial = TrialConfig(strategies={}, engine={"max_num_seqs": 2}, env={VARIABLE: 1234})
+    trial = StartConfig(engine={"max_num_seqs": 2}, env={VARIABLE: 1234})
     assert sweep.needs_restarts(trial)
     try:
         arms = sweep._restart_pairs(trial, Pairs(min=2, max=2), seed=1)

@@ -259,10 +259,17 @@ def _check_env_dimension(
             problems.append(Problem(why, field + (f".{index}" if isinstance(index, str) else f"[{index}]"), where))
             if why.startswith("not an environment variable"):
                 break
-    if isinstance(spec, list) and name in env and env[name] not in spec:
-        line = node_line(root, ("search", "space", key))
-        problems.append(Problem(f"the baseline value env.{name}={env[name]!r} must be a choice", field, line))
-    return problems
+    return problems + _baseline_choice(key, spec, env, root)
+
+
+def _baseline_choice(key: str, spec: list[Any] | Range, fixed: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
+    """The experiment's own value of a restart dimension (``fixed``: its ``engine:`` or ``env:`` block) must be one
+    of the dimension's choices: the baseline runs it, and a trial's ratio is against the baseline."""
+    head, tail = split_key(key)
+    if not isinstance(spec, list) or tail not in fixed or fixed[tail] in spec:
+        return []
+    line = node_line(root, ("search", "space", key))
+    return [Problem(f"the baseline value {head}.{tail}={fixed[tail]!r} must be a choice", f"search.space.{key}", line)]
 
 
 def check_search(
@@ -298,10 +305,7 @@ def check_search(
                 if refused:
                     where = node_line(root, ("search", "space", key, index))
                     problems.append(Problem(f"vLLM refuses {value!r}: {refused}", f"{field}[{index}]", where))
-            if isinstance(spec, list) and tail in engine and engine[tail] not in spec:
-                problems.append(
-                    Problem(f"the baseline value engine.{tail}={engine[tail]!r} must be a choice", field, line)
-                )
+            problems += _baseline_choice(key, spec, engine, root)
             continue
         cls = classes.get(head)
         if cls is None:

@@ -6,21 +6,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from tuner.config.search import RESTART_HEADS, Range, Scalar, split_key
+from tuner.pairing import StartConfig
 
 
-class TrialConfig(BaseModel):
-    """What one trial runs: a strategy set, engine-arg overrides and vLLM environment variables."""
-
-    model_config = ConfigDict(frozen=True)
-    strategies: dict[str, dict[str, Any]]
-    engine: dict[str, Any]
-    env: dict[str, Any] = {}
-
-
-def config_from_params(params: dict[str, Any]) -> TrialConfig:
+def config_from_params(params: dict[str, Any]) -> StartConfig:
     """The configuration a set of Optuna params stands for (absent toggles mean off)."""
     strategies: dict[str, dict[str, Any]] = {}
     starts: dict[str, dict[str, Any]] = {head: {} for head in RESTART_HEADS}
@@ -34,7 +24,7 @@ def config_from_params(params: dict[str, Any]) -> TrialConfig:
         head, tail = split_key(key)
         if head not in RESTART_HEADS and tail and head in strategies:
             strategies[head][tail] = value
-    return TrialConfig(strategies=strategies, engine=starts["engine"], env=starts["env"])
+    return StartConfig(engine=starts["engine"], env=starts["env"], strategies=strategies)
 
 
 def suggest(trial: Any, space: dict[str, list[Scalar] | Range]) -> dict[str, Any]:

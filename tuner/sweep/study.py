@@ -19,7 +19,8 @@ import sqlalchemy.exc
 from tuner.config import Experiment
 from tuner.config.search import Search, split_key
 from tuner.errors import UserError
-from tuner.sweep.space import TrialConfig, baseline_params, config_from_params, grid, suggest
+from tuner.pairing import StartConfig
+from tuner.sweep.space import baseline_params, config_from_params, grid, suggest
 from tuner.sweep.trial_attrs import TrialAttrs, read, state
 
 DEFAULT_TRIALS = 20
@@ -189,16 +190,16 @@ def enqueue_missing(study: optuna.Study, experiment: Experiment, *, aa: bool) ->
     return max(planned_trials(experiment, aa=aa) - done, 0)
 
 
-def trial_config(trial: optuna.Trial, search: Search, *, aa: bool) -> TrialConfig:
+def trial_config(trial: optuna.Trial, search: Search, *, aa: bool) -> StartConfig:
     """What ``trial`` runs. The baseline is vLLM as installed, whatever the space allows (e.g. a strategy fixed on):
     its params were enqueued for the record and are not asked from the space, whose choices may not include them.
     A/A trials run the baseline too."""
     if aa:
-        return TrialConfig(strategies={}, engine={})
+        return StartConfig()
     if read(trial).get("baseline"):
         if _baseline_fits(search.space):  # its params on record, for Optuna's samplers and importance
             suggest(trial, search.space)
-        return TrialConfig(strategies={}, engine={})
+        return StartConfig()
     return config_from_params(suggest(trial, search.space))
 
 

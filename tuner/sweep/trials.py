@@ -37,7 +37,6 @@ from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.stats import RatioEstimate
 from tuner.sweep.confirmation import SCREENING_POWER_ATTR, Candidate, screening_power
 from tuner.sweep.decisions import slo
-from tuner.sweep.space import TrialConfig
 from tuner.sweep.study import WORKLOAD_ATTR, planned_trials, require_search, trial_config
 from tuner.sweep.trial_attrs import INTERRUPTED_FAILURE, read, record
 from tuner.tail_attribution import tail_record
@@ -108,7 +107,7 @@ class Sweep:
             if (head := split_key(key)[0]) in RESTART_HEADS or (head in classes and not classes[head].switchable)
         ]
 
-    def needs_restarts(self, config: TrialConfig) -> bool:
+    def needs_restarts(self, config: StartConfig) -> bool:
         """Whether ``config`` is compared by restart pairs: it starts another engine than the baseline's (engine
         args or vLLM environment variables), or holds a strategy that cannot be undone in place."""
         from strategies import strategy_classes
@@ -211,7 +210,7 @@ class Sweep:
 
     def _restart_pairs(
         self,
-        config: TrialConfig,
+        config: StartConfig,
         pairs: Pairs,
         *,
         seed: int,
@@ -228,9 +227,7 @@ class Sweep:
             seed=seed,
             first_pair=first_pair,
             on_pair=on_pair,
-            restarts=Restarts(
-                lambda s: self._workbench(s, fresh=True), StartConfig(config.engine, config.env, config.strategies)
-            ),
+            restarts=Restarts(lambda s: self._workbench(s, fresh=True), config),
         )
         self.switch_s += arms.switch_s
         return arms
@@ -331,7 +328,7 @@ class Sweep:
         seed = self.search.seed + 7919 * (candidate.trial + 1)  # fresh pairs: not the screening's order
         size = max(wanted, 2)
         if candidate.method == "restarts":
-            config = TrialConfig(strategies=candidate.strategies, engine=candidate.engine, env=candidate.env)
+            config = StartConfig(engine=candidate.engine, env=candidate.env, strategies=candidate.strategies)
             arms = self._restart_pairs(config, Pairs(min=size, max=size), seed=seed, first_pair=done)
             return [run_pair(metric, t, r) for t, r in zip(arms.trial, arms.reference, strict=True)]
         bench = self._workbench()
