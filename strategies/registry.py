@@ -20,6 +20,7 @@ logger = logging.getLogger(__name__)
 
 def _builtin() -> list[type[Strategy]]:
     from strategies.event_wait import EventWait
+    from strategies.fast_teardown import FastTeardown
     from strategies.gc_freeze import GcFreeze
     from strategies.gc_in_waits import GcInWaits
     from strategies.gc_refreeze import GcRefreeze
@@ -41,6 +42,7 @@ def _builtin() -> list[type[Strategy]]:
         SamplerCopyElision,
         ShmSpinWindow,
         EventWait,
+        FastTeardown,
         KnownDelay,
         KnownStall,
     ]

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from strategies import strategy_classes
 from strategies.event_wait import EventWait
+from strategies.fast_teardown import FastTeardown
 from strategies.gc_freeze import GcFreeze
 from strategies.gc_refreeze import GcRefreeze
 from strategies.sampler_copy_elision import SamplerCopyElision
@@ -31,7 +32,7 @@ def _listed(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
 
 
 RUN_LEVEL = {"gc_freeze": GcFreeze, "shm_spin_window": ShmSpinWindow, "event_wait": EventWait}
-RESTART = {"gc_refreeze": GcRefreeze}
+RESTART = {"gc_refreeze": GcRefreeze, "fast_teardown": FastTeardown}
 
 
 def test_every_builtin_is_switched_per_step_but_those_that_say_why_not(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,7 +22,7 @@ from tuner.sweep.confirmation import (
     run_confirmation,
     screening_results,
 )
-from tuner.sweep.run import confirm_candidates
+from tuner.sweep.run import confirm_candidates, trials_table
 from tuner.sweep.study import enqueue_missing, open_study
 from tuner.sweep.summary import summarize_study, write_outputs
 from tuner.sweep.trial_attrs import state
@@ -32,8 +32,14 @@ SPACE: dict[str, Any] = {"gc_threshold": [False, True], "gc_freeze": [False, Tru
 TOKENS = 4000.0
 
 
+STOP_S = 4.0  # a fake engine's stop; fast_teardown in force from its start makes it 0.3x
+
+
 class FakeSession:
     start_s = 20.0
+
+    def __init__(self, stop_s: float = STOP_S) -> None:
+        self.stop_s = stop_s
 
     def close(self) -> None:
         pass
@@ -67,6 +73,8 @@ class FakeBench:
         self.started = [f"engine.{k}={v}" for k, v in engine.items()] + [f"env.{k}={v}" for k, v in env.items()]
         self.start_offset = self.start_rng.normal(0, 0.03)
         self.strategies = strategies
+        fast = 0.3 if "fast_teardown" in strategies else 1.0
+        self.session = FakeSession(STOP_S * fast * math.exp(self.start_rng.normal(0, 0.1)))
         return self
 
     def switch(self, strategies: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -227,6 +235,20 @@ def test_a_restart_only_strategy_is_in_force_from_the_start_of_each_trial_arm_en
     assert trial["restart_pairs"] is not None and trial["engine"] == {} and trial["env"] == {}
     screened = bench.started_with[1 : 1 + 2 * trial["pairs"]]
     assert screened.count(("gc_refreeze",)) == screened.count(()) == 6  # never switched on a running engine
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_restart_pairs_time_every_engine_stop_and_estimate_the_stop_time_ratio(tmp_path: Path) -> None:
+    # fast_teardown's fake engines stop in 0.3x the time (log SD 0.1 per stop) and run no faster.
+    sweep, _ = swept(tmp_path, {}, {"fast_teardown": [False, True]})
+    summary = summarize_study(sweep.study, sweep.experiment, sweep)
+    trial = next(r for r in summary["trials"] if r["strategies"] == {"fast_teardown": {}})
+    stop = trial["stop_time"]
+    assert stop is not None and stop["n"] == 6 and stop["ci_low"] <= 0.3 <= stop["ci_high"] < 1, stop
+    assert stop["p_value"] < 0.05  # 6 pairs, all one way: the smallest p the sign-flip test has (2/64)
+    assert not summary["winner"]["confirmed"]  # throughput did not move
+    (row,) = [r for r in trials_table(summary).rows if r[2] == "fast_teardown"]
+    assert row[-3].startswith("6 starts, stop 0.")
 
 
 def test_engine_arg_trials_of_studies_before_restart_pairs_are_left_out_of_confirmation_with_a_note() -> None:

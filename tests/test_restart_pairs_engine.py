@@ -1,6 +1,6 @@
 """Restart pairs on the CPU engine, through the sweep's own engine starts: every arm of every pair on an engine
-started for it, with its engine args and vLLM's environment variables in each of its processes (and gone from this
-one once it closes)."""
+started for it, with its engine args, vLLM's environment variables and restart-only strategies in each of its
+processes (the variables gone from this one once it closes), and every engine's stop timed."""
 
 from __future__ import annotations
 
@@ -36,13 +36,15 @@ def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables(tmp_pat
                 "output_len": {"dist": "fixed", "value": 16},
             },
             "measure": {"warmup_prompts": 2},
-            "search": {"space": {"engine.max_num_seqs": [16, 2], f"env.{VARIABLE}": [1234]}},
+            "search": {
+                "space": {"engine.max_num_seqs": [16, 2], f"env.{VARIABLE}": [1234], "fast_teardown": [False, True]}
+            },
             "output_dir": str(tmp_path),
         }
     )
     study = open_study(experiment, f"sqlite:///{tmp_path / 'study.db'}", resume=False, study_name="restarts")
     sweep = Sweep(experiment, study)
-    assert sweep.installable == []  # the space's engine and env keys are no strategies for the plugin
+    assert sweep.installable == ["fast_teardown"]  # the space's engine and env keys are no strategies for the plugin
     seen: list[tuple[int, set[str | None]]] = []  # per start: max_num_seqs, the variable in its engine processes
     start = sweep._start
 
@@ -55,7 +57,7 @@ def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables(tmp_pat
         return bench
 
     sweep._start = start_and_look  # type: ignore[method-assign]
-    trial = StartConfig(engine={"max_num_seqs": 2}, env={VARIABLE: 1234})
+    trial = StartConfig(engine={"max_num_seqs": 2}, env={VARIABLE: 1234}, strategies={"fast_teardown": {}})
     assert sweep.needs_restarts(trial)
     try:
         arms = sweep._restart_pairs(trial, Pairs(min=2, max=2), seed=1)
@@ -67,3 +69,11 @@ def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables(tmp_pat
     assert len(arms.start_s["trial"]) == len(arms.start_s["reference"]) == 2 and len(sweep.start_s) == 4
     assert arms.ratio("output_tokens_per_s").ratio < 0.8  # 2 sequences a step instead of 16: far slower
     assert arms.token_ids_match  # greedy tokens alike on the engines of both arms
+    # fast_teardown, in force from the start of the trial arm's engines: armed in each engine process, and each of
+    # those engines stopped faster than any reference engine. Here a reference engine's worker takes ~3 s to exit
+    # and its EngineCore outlives vLLM's 5 s grace (killed); with the heap frozen at shutdown both go in ~1.5 s.
+    engine_processes = [p for p in arms.telemetry if set(p["roles"]) & {Role.ENGINE_CORE.value, Role.WORKER.value}]
+    assert engine_processes and all(p["counters"]["fast_teardown"]["in_force"] > 0 for p in engine_processes)
+    assert max(arms.stop_s["trial"]) < min(arms.stop_s["reference"]), arms.stop_s
+    stop_time = arms.stop_time()
+    assert stop_time is not None and stop_time.ratio < 0.7, stop_time

@@ -184,7 +184,8 @@ def _record(timing: RequestTiming, output: Any, now: float) -> None:
 
 
 class EngineSession(ABC):
-    """A started engine; ``start_s`` is how long it took to come up."""
+    """A started engine; ``start_s`` is how long it took to come up, ``stop_s`` (once closed) how long it took to
+    go, until none of its processes was left."""
 
     mode: str
     """How requests reach vLLM: offline, streaming, serve or endpoint (recorded in run.json)."""
@@ -211,6 +212,7 @@ class EngineSession(ABC):
             raise
         self.processes = _children_since(wall)
         self.start_s = time.perf_counter() - started
+        self.stop_s: float | None = None
         self.died = threading.Event()
         self._closing = threading.Event()
         threading.Thread(target=self._watch, daemon=True, name="tuner-engine-watch").start()
@@ -282,11 +284,13 @@ class EngineSession(ABC):
     def close(self) -> None:
         """Stop the engine, then make sure none of its processes is left (also after a crash)."""
         self._closing.set()
+        started = time.perf_counter()
         try:
             self._stop()
         finally:
             self.kill()
             self._env.close()
+            self.stop_s = time.perf_counter() - started
 
     def kill(self) -> None:
         """SIGKILL every process the engine started (a watchdog's last resort; idempotent)."""

@@ -39,6 +39,8 @@ class Arms:
     token_ids_match: bool = True
     start_s: dict[str, list[float]] = field(default_factory=lambda: {"reference": [], "trial": []})
     """Restart pairs only: each arm's engine starts, in pair order."""
+    stop_s: dict[str, list[float]] = field(default_factory=lambda: {"reference": [], "trial": []})
+    """Restart pairs only: each arm's engine stops (until none of its processes is left), in pair order."""
     step_result: Any = None  # an InterleaveResult when the verdict came from in-engine step interleaving
 
     def values(self, metric: str, arm: str) -> list[float]:
@@ -63,6 +65,16 @@ class Arms:
             resolution=resolution,
         )
 
+    def stop_time(self) -> RatioEstimate | None:
+        """Restart pairs: the paired ratio of mean engine stop time, trial over reference (a ratio of sums, one
+        stop per arm and pair; below 1 the trial's engines stop faster), None before two pairs."""
+        trial, reference = self.stop_s["trial"], self.stop_s["reference"]
+        if min(len(trial), len(reference)) < 2:
+            return None
+        n = min(len(trial), len(reference))
+        once = [1.0] * n
+        return paired_ratio_of_sums(once, trial[:n], once, reference[:n], higher_is_better=False)
+
     def medians(self, arm: str) -> dict[str, float]:
         rows = getattr(self, arm)
         return {k: statistics.median(r[k] for r in rows) for k in rows[0]} if rows else {}
@@ -86,10 +98,11 @@ class StartConfig:
 
 @dataclass(frozen=True)
 class Restarts:
-    """Restart pairs: ``start`` brings up an engine as a :class:`StartConfig` says (closing the one before); the
-    trial arm's engines start as ``trial`` says, the reference arm's as ``reference``."""
+    """Restart pairs: ``start`` brings up an engine as a :class:`StartConfig` says, ``stop`` closes it and says
+    how long that took; the trial arm's engines start as ``trial`` says, the reference arm's as ``reference``."""
 
     start: Callable[[StartConfig], Workbench]
+    stop: Callable[[], float]
     trial: StartConfig
     reference: StartConfig = field(default_factory=StartConfig)
 
@@ -111,7 +124,8 @@ def paired_runs(
 
     Both arms switch in place on ``bench``; with ``restarts`` instead, every arm of every pair runs on an engine
     started for it and measures one repetition there (after the engine's warm-up): for what cannot be switched in
-    place (engine args, vLLM's environment variables, strategies that cannot be undone)."""
+    place (engine args, vLLM's environment variables, strategies that cannot be undone), and stops it after
+    that repetition, timing the stop (:meth:`Arms.stop_time`)."""
     if (bench is None) == (restarts is None):
         raise ValueError("paired_runs measures on a running bench or by restarts: give exactly one")
     arms = Arms()
@@ -129,6 +143,8 @@ def paired_runs(
             assert bench is not None  # checked on entry
             _switch(bench, strategies, arms)
             _measure(bench, arm, label, arms, reference_tokens)
+            if restarts is not None:  # each arm's engine stops before the next starts: its stop is timed alone
+                arms.stop_s[arm].append(restarts.stop())
         if _pair_done(arms, index, pairs, objective, resolution, on_pair):
             break
     return arms

@@ -101,6 +101,8 @@ class TrialRow(TypedDict):
     engine: dict[str, Any]  # engine-arg overrides
     env: NotRequired[dict[str, Any] | None]  # vLLM environment variable overrides (None: an older study)
     restart_pairs: NotRequired[dict[str, list[float]] | None]  # restart pairs only: each arm's engine start seconds
+    engine_stops: NotRequired[dict[str, list[float]] | None]  # restart pairs only: each arm's engine stop seconds
+    stop_time: NotRequired[dict[str, Any] | None]  # restart pairs only: paired ratio of mean engine stop time
     params: dict[str, Any]  # Optuna parameters
     values: list[float] | None  # what Optuna saw
     metrics: dict[str, float]  # median of each flat metric over the trial's repetitions

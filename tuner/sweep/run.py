@@ -112,7 +112,9 @@ def trials_table(summary: SweepSummary) -> TableData:
                 *[f"{row['anchored'].get(m, float('nan')):.2f}" if row["anchored"] else "-" for m in objectives],
                 ci,
                 p,
-                f"{row['pairs']} starts" if row.get("restart_pairs") else str(row["pairs"]),
+                f"{row['pairs']} starts, stop {fmt_ratio(row.get('stop_time'))}"
+                if row.get("restart_pairs")
+                else str(row["pairs"]),
                 str(row["feasible"]),
                 str(row["verdict"] or "-"),
             )
@@ -122,5 +124,6 @@ def trials_table(summary: SweepSummary) -> TableData:
         columns=columns,
         rows=rows,
         caption="objective columns: each trial's paired ratio x the baseline's median (drift between trials cancels); "
-        "pairs: 'starts' where each arm of a pair ran on an engine started for it (restart pairs)",
+        "pairs: 'starts' where each arm of a pair ran on an engine started for it (restart pairs), with the paired "
+        "ratio of mean engine stop time (below 1: the trial's engines stop faster)",
     )

@@ -149,6 +149,8 @@ def _trial_row(trial: optuna.trial.FrozenTrial) -> TrialRow:
         "engine": attrs.get("engine", {}),
         "env": attrs.get("env"),  # None: a study written before env dimensions
         "restart_pairs": attrs.get("restart_pairs"),
+        "engine_stops": attrs.get("engine_stops"),
+        "stop_time": attrs.get("stop_time"),
         "params": trial.params,
         "values": trial.values,
         "metrics": attrs.get("metrics", {}),

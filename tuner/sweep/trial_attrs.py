@@ -24,6 +24,8 @@ class TrialAttrs(TypedDict, total=False):
     engine: dict[str, Any]  # engine-arg overrides
     env: dict[str, Any]  # vLLM environment variable overrides
     restart_pairs: dict[str, list[float]]  # measured by restart pairs: each arm's engine start seconds
+    engine_stops: dict[str, list[float]]  # restart pairs: each arm's engine stop seconds
+    stop_time: dict[str, Any] | None  # restart pairs: the paired ratio of mean engine stop time (RatioEstimate)
     failure: str  # why it failed (INTERRUPTED_FAILURE when stopped)
     worker: str  # the worker that ran it (shared studies)
     metrics: dict[str, float]  # median of each flat metric over the trial's repetitions

@@ -123,6 +123,12 @@ class Sweep:
             self.session.close()
         self.session = self.bench = None
 
+    def _close_timed(self) -> float:
+        """Close the running engine; how long its stop took (restart pairs time every arm's)."""
+        session = self.session
+        self.close()
+        return session.stop_s if session is not None and session.stop_s is not None else float("nan")
+
     def objective(self, trial: optuna.Trial) -> list[float]:
         """Measure ``trial``; stopped by Ctrl-C or SIGTERM at any point once Optuna runs it (its configuration
         still being recorded included), it is recorded as interrupted, so that a resume queues its point again."""
@@ -158,7 +164,15 @@ class Sweep:
                 arms = self._restart_pairs(
                     config, self.search.pairs, seed=self.search.seed + trial.number, on_pair=on_pair
                 )
-                record(trial, {"restart_pairs": arms.start_s})
+                stop_time = arms.stop_time()
+                record(
+                    trial,
+                    {
+                        "restart_pairs": arms.start_s,
+                        "engine_stops": arms.stop_s,
+                        "stop_time": stop_time.to_dict() if stop_time else None,
+                    },
+                )
                 return self._record(trial, arms, is_baseline)
             bench = self._workbench(StartConfig(config.engine, config.env))
             watchdog.arm()
@@ -227,7 +241,7 @@ class Sweep:
             seed=seed,
             first_pair=first_pair,
             on_pair=on_pair,
-            restarts=Restarts(lambda s: self._workbench(s, fresh=True), config),
+            restarts=Restarts(lambda s: self._workbench(s, fresh=True), self._close_timed, config),
         )
         self.switch_s += arms.switch_s
         return arms
