@@ -71,7 +71,7 @@ def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables(tmp_pat
     assert arms.token_ids_match  # greedy tokens alike on the engines of both arms
     # fast_teardown, in force from the start of the trial arm's engines: armed in each engine process, and each of
     # those engines stopped faster than any reference engine. Here a reference engine's worker takes ~3 s to exit
-    # and its EngineCore outlives vLLM's 5 s grace (killed); with the heap frozen at shutdown both go in ~1.5 s.
+    # and its EngineCore outlives vLLM's 5 s grace (killed); with the heap frozen at exit both go in ~1.5 s.
     engine_processes = [p for p in arms.telemetry if set(p["roles"]) & {Role.ENGINE_CORE.value, Role.WORKER.value}]
     assert engine_processes and all(p["counters"]["fast_teardown"]["in_force"] > 0 for p in engine_processes)
     assert max(arms.stop_s["trial"]) < min(arms.stop_s["reference"]), arms.stop_s

@@ -23,6 +23,7 @@ def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list
     must act on the code path vLLM resolves for them (model runner, scheduling, executor, parallelism)."""
     from strategies import strategy_classes
     from tuner.engine_args import engine_config, resolve_engine_args
+    from tuner.vllm_env import env_overlay, env_text
 
     candidates: list[tuple[dict[str, Any], tuple[int | str, ...], str]] = [(experiment.engine, ("engine",), "engine")]
     space = experiment.search.space if experiment.search else {}
@@ -44,9 +45,13 @@ def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list
     used = [(name, ("strategies", name), f"strategies.{name}") for name in experiment.strategies]
     used += [(key, ("search", "space", key), f"search.space.{key}") for key in space if split_key(key)[1] is None]
     classes = strategy_classes()
+    variables = {name: env_text(value) for name, value in experiment.env.items()}
     problems = []
     for args, loc, field in candidates:
-        config, refused = engine_config(resolve_engine_args(args))
+        with env_overlay(variables):  # the experiment's vLLM variables, as its engines will run
+            config, refused = engine_config(resolve_engine_args(args))
+            # Strategies read the variables too (fast_teardown: how vLLM starts its processes).
+            why_not = {name: classes[name]().refuses(config) for name, _, _ in used if name in classes and not refused}
         if refused is not None:
             arg, reason = refused
             if field == "engine" and arg in experiment.engine:
@@ -54,7 +59,7 @@ def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list
             problems.append(Problem(f"vLLM refuses this engine config: {reason}", field, node_line(root, loc)))
             continue
         for name, where, named in used:
-            why = classes[name]().refuses(config) if name in classes else None
+            why = why_not.get(name)
             on = "" if field == "engine" else f" (with {field})"
             problem = Problem(f"does not act on this engine's code path{on}: {why}", named, node_line(root, where))
             if why and problem not in problems:
