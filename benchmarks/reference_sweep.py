@@ -3,6 +3,7 @@ and each trial's screening and confirmation as one row (shared by the sweep benc
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -54,6 +55,8 @@ def trial_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
             row["screening"]["verdict"] = ratio["verdict"]
         if trial.get("restart_pairs"):
             row["engine_start_s"] = trial["restart_pairs"]
+            row["engine_stop_s"] = trial.get("engine_stops")
+            row["stop_time"] = trial.get("stop_time")
         if trial["number"] in confirmed:
             decided = confirmed[trial["number"]]
             row["confirmation"] = {k: decided["confirmation"][k] for k in ("ratio", "ci_low", "ci_high", "n")}
@@ -90,3 +93,14 @@ def sweep_and_write(experiment_path: Path, out: Path, command: str) -> dict[str,
 
 def fmt_estimate(estimate: dict[str, Any] | None) -> str:
     return f"{estimate['ratio']:.3f} [{estimate['ci_low']:.3f}, {estimate['ci_high']:.3f}]" if estimate else "-"
+
+
+def sweep_from_command_line(doc: str, experiment_path: Path, out_name: str, command: str) -> dict[str, Any]:
+    """A sweep benchmark's command line (``--out``, by default ``results/reference/<out_name>``): run it, write its
+    figures, say where, and return them for the benchmark's own table."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "reference" / out_name)
+    out = parser.parse_args().out
+    result = sweep_and_write(experiment_path, out, command)
+    print(f"wrote {out}")
+    return result

@@ -9,20 +9,16 @@ trial's screening ratio of output tokens/s with its 95% CI and p, the engine sta
 
 from __future__ import annotations
 
-import argparse
 import statistics
-from pathlib import Path
 
-from benchmarks.reference_sweep import ROOT, fmt_estimate, sweep_and_write
+from benchmarks.reference_sweep import ROOT, fmt_estimate, sweep_from_command_line
 
+OUT_NAME, COMMAND = "restart-sweep-cpu.json", "python -m benchmarks.restart_sweep"
 EXPERIMENT = ROOT / "experiments" / "restart-dimensions.yaml"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "reference" / "restart-sweep-cpu.json")
-    args = parser.parse_args()
-    result = sweep_and_write(EXPERIMENT, args.out, "python -m benchmarks.restart_sweep")
+    result = sweep_from_command_line(__doc__, EXPERIMENT, OUT_NAME, COMMAND)
     print(f"{'trial':<28} {'method':<14} {'screening [95% CI]':<26} {'p':>6}  {'start s':>8}  confirmation")
     for row in result["trials"]:
         label = (
@@ -36,7 +32,6 @@ def main() -> None:
         decided = f"{fmt_estimate(c)} n={c['n']} {'confirmed' if row['confirmed'] else 'not'}" if c else "-"
         print(f"{label:<28} {row['method']:<14} {fmt_estimate(s):<26} {p:>6}  {start_s:>8}  {decided}")
     print(result["winner"]["reason"] if result["winner"] else "no winner record")
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

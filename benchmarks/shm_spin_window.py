@@ -9,19 +9,14 @@ screening ratio of output tokens/s with its 95% CI, the per-pair noise, and what
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
+from benchmarks.reference_sweep import ROOT, fmt_estimate, sweep_from_command_line
 
-from benchmarks.reference_sweep import ROOT, fmt_estimate, sweep_and_write
-
+OUT_NAME, COMMAND = "shm-spin-window-cpu.json", "python -m benchmarks.shm_spin_window"
 EXPERIMENT = ROOT / "experiments" / "shm-spin-window.yaml"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "reference" / "shm-spin-window-cpu.json")
-    args = parser.parse_args()
-    result = sweep_and_write(EXPERIMENT, args.out, "python -m benchmarks.shm_spin_window")
+    result = sweep_from_command_line(__doc__, EXPERIMENT, OUT_NAME, COMMAND)
     print(f"{'window':>8}  {'screening ratio [95% CI]':<28} {'log SD':>7}  confirmation")
     for row in result["trials"]:
         window_s = (row["strategies"].get("shm_spin_window") or {}).get("window_s")
@@ -31,7 +26,6 @@ def main() -> None:
         c = row.get("confirmation")
         decided = f"{fmt_estimate(c)} {'confirmed' if row['confirmed'] else 'not'}" if c else "-"
         print(f"{window:>8}  {fmt_estimate(s) if s else row['state']:<28} {sd:>7}  {decided}")
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
