@@ -14,7 +14,7 @@ from strategies import Role
 from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
 from tuner.config.search import Pairs
-from tuner.pairing import StartConfig
+from tuner.config.start import StartConfig
 from tuner.plugin.protocol import REPORT
 from tuner.sweep.study import open_study
 from tuner.sweep.trials import Sweep

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.config.search import Objective, Pairs
+from tuner.config.start import StartConfig
 from tuner.metric_table import HIGHER_IS_BETTER
 from tuner.metrics import flat_metrics
 from tuner.stats import RatioEstimate, is_settled, mirrored_order, paired_ratio, paired_ratio_of_sums
@@ -84,16 +85,6 @@ def _switch(bench: Workbench, strategies: dict[str, dict[str, Any]], arms: Arms)
     started = time.perf_counter()
     bench.switch(strategies)
     arms.switch_s.append(time.perf_counter() - started)
-
-
-@dataclass(frozen=True)
-class StartConfig:
-    """What an engine start of one arm changes from the experiment's: engine args, vLLM environment variables, and
-    the strategies in force from the start (as a deployment's ``TUNER_PLUGIN`` has them)."""
-
-    engine: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, Any] = field(default_factory=dict)
-    strategies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

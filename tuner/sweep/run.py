@@ -11,7 +11,7 @@ from tuner.config import Experiment
 from tuner.errors import StudyIncomplete
 from tuner.feedback import SILENT, Feedback, TableData
 from tuner.results.describe import describe_engine, describe_strategies, fmt_ratio
-from tuner.results.records import SweepSummary
+from tuner.results.records import SweepSummary, TrialRow
 from tuner.sweep.confirmation import CONFIRMATION_ATTR, run_confirmation
 from tuner.sweep.study import default_storage, enqueue_missing, open_study
 from tuner.sweep.summary import current_confirmation, summarize_study, verdict_line, write_outputs
@@ -112,9 +112,7 @@ def trials_table(summary: SweepSummary) -> TableData:
                 *[f"{row['anchored'].get(m, float('nan')):.2f}" if row["anchored"] else "-" for m in objectives],
                 ci,
                 p,
-                f"{row['pairs']} starts, stop {fmt_ratio(row.get('stop_time'))}"
-                if row.get("restart_pairs")
-                else str(row["pairs"]),
+                restart_cell(row) if row.get("restart_pairs") else str(row["pairs"]),
                 str(row["feasible"]),
                 str(row["verdict"] or "-"),
             )
@@ -127,3 +125,9 @@ def trials_table(summary: SweepSummary) -> TableData:
         "pairs: 'starts' where each arm of a pair ran on an engine started for it (restart pairs), with the paired "
         "ratio of mean engine stop time (below 1: the trial's engines stop faster)",
     )
+
+
+def restart_cell(row: TrialRow) -> str:
+    """A restart trial's pairs cell: its start pairs, and its stop-time ratio where it has one."""
+    stop = row.get("stop_time")
+    return f"{row['pairs']} starts" + (f", stop {fmt_ratio(stop)}" if stop else "")

@@ -7,7 +7,7 @@ import itertools
 from typing import Any
 
 from tuner.config.search import RESTART_HEADS, Range, Scalar, split_key
-from tuner.pairing import StartConfig
+from tuner.config.start import StartConfig
 
 
 def config_from_params(params: dict[str, Any]) -> StartConfig:

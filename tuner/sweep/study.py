@@ -18,8 +18,8 @@ import sqlalchemy.exc
 
 from tuner.config import Experiment
 from tuner.config.search import Search, split_key
+from tuner.config.start import StartConfig
 from tuner.errors import UserError
-from tuner.pairing import StartConfig
 from tuner.sweep.space import baseline_params, config_from_params, grid, suggest
 from tuner.sweep.trial_attrs import TrialAttrs, read, state
 

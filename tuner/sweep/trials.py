@@ -25,6 +25,7 @@ import optuna
 from tuner.calibration import calibration_path, load_calibration
 from tuner.config import Experiment
 from tuner.config.search import RESTART_HEADS, Pairs, split_key
+from tuner.config.start import StartConfig
 from tuner.engine import EngineError, EngineSession
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, Task, task
@@ -32,7 +33,7 @@ from tuner.grain import Grain, grain_for
 from tuner.interleave import interleaved_comparison, step_pairs, step_ratio
 from tuner.metric_table import STEP_LEVEL_METRICS
 from tuner.paired_estimate import Pair, run_pair
-from tuner.pairing import Arms, Restarts, StartConfig, left_out_of_steps, paired_runs, step_interleavable
+from tuner.pairing import Arms, Restarts, left_out_of_steps, paired_runs, step_interleavable
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.stats import RatioEstimate
 from tuner.sweep.confirmation import SCREENING_POWER_ATTR, Candidate, screening_power
@@ -164,15 +165,7 @@ class Sweep:
                 arms = self._restart_pairs(
                     config, self.search.pairs, seed=self.search.seed + trial.number, on_pair=on_pair
                 )
-                stop_time = arms.stop_time()
-                record(
-                    trial,
-                    {
-                        "restart_pairs": arms.start_s,
-                        "engine_stops": arms.stop_s,
-                        "stop_time": stop_time.to_dict() if stop_time else None,
-                    },
-                )
+                record_restarts(trial, arms)
                 return self._record(trial, arms, is_baseline)
             bench = self._workbench(StartConfig(config.engine, config.env))
             watchdog.arm()
@@ -439,3 +432,16 @@ def _compact(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------- summary
+
+
+def record_restarts(trial: optuna.Trial, arms: Arms) -> None:
+    """A restart trial's engine starts and stops per arm, and the paired ratio of mean stop time."""
+    stop_time = arms.stop_time()
+    record(
+        trial,
+        {
+            "restart_pairs": arms.start_s,
+            "engine_stops": arms.stop_s,
+            "stop_time": stop_time.to_dict() if stop_time else None,
+        },
+    )
