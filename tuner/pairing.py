@@ -70,9 +70,9 @@ class Arms:
         """Restart pairs: the paired ratio of mean engine stop time, trial over reference (a ratio of sums, one
         stop per arm and pair; below 1 the trial's engines stop faster), None before two pairs."""
         trial, reference = self.stop_s["trial"], self.stop_s["reference"]
-        if min(len(trial), len(reference)) < 2:
+        n = min(len(trial), len(reference))  # a pair cut short by an error has one arm's stop only
+        if n < 2:
             return None
-        n = min(len(trial), len(reference))
         once = [1.0] * n
         return paired_ratio_of_sums(once, trial[:n], once, reference[:n], higher_is_better=False)
 

@@ -128,7 +128,9 @@ class Sweep:
         """Close the running engine; how long its stop took (restart pairs time every arm's)."""
         session = self.session
         self.close()
-        return session.stop_s if session is not None and session.stop_s is not None else float("nan")
+        if session is None or session.stop_s is None:  # a NaN here would only fail the stop-time estimate later
+            raise EngineError("restart pairs asked to stop an engine that was not running")
+        return session.stop_s
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         """Measure ``trial``; stopped by Ctrl-C or SIGTERM at any point once Optuna runs it (its configuration
