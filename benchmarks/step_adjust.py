@@ -301,7 +301,7 @@ def adjusted_step_fit(
     confidence: float = 0.95,
     n_permutations: int = 10_000,
     seed: int = 0,
-    resolution: float | None = None,
+    margin: float | None = None,
 ) -> AdjustedStepRatio:
     """:func:`adjusted_step_ratio`, with its slopes, the unadjusted ratio and the SD reduction."""
     if lags < 0:
@@ -362,7 +362,7 @@ def adjusted_step_fit(
         log_sd=float(log_sd),
         statistic="adjusted_ratio_of_sums",
         higher_is_better=False,
-        verdict=_verdict(ci_low, ci_high, p_zero, alpha=alpha, higher_is_better=False, resolution=resolution),
+        verdict=_verdict(ci_low, ci_high, p_zero, alpha=alpha, higher_is_better=False, margin=margin),
     )
     plain_sd = math.sqrt(plain.variance(theta))
     return AdjustedStepRatio(
@@ -387,7 +387,7 @@ def adjusted_step_ratio(
     confidence: float = 0.95,
     n_permutations: int = 10_000,
     seed: int = 0,
-    resolution: float | None = None,
+    margin: float | None = None,
 ) -> RatioEstimate:
     """Mean step time of arm B over arm A (ratio of sums of step seconds per step), neighbour-drift adjusted.
 
@@ -425,5 +425,5 @@ def adjusted_step_ratio(
         confidence=confidence,
         n_permutations=n_permutations,
         seed=seed,
-        resolution=resolution,
+        margin=margin,
     ).estimate

@@ -20,7 +20,6 @@ from tuner.stats import (
     detection_power,
     false_positive_rate,
     holm,
-    is_settled,
     mde,
     mirrored_order,
     obf_boundaries,
@@ -30,8 +29,10 @@ from tuner.stats import (
     pairs_needed,
     percentiles,
     ratio_of_sums_estimates,
+    reached_precision,
     sequential_p_value,
     unpaired_ratio,
+    within_margin,
 )
 
 FAST = 999  # bootstrap resamples for tests: plenty for 95% CIs, keeps the suite quick
@@ -46,7 +47,7 @@ def _pairs(true_ratio: float, n: int, sigma: float, seed: int) -> tuple[np.ndarr
     return treatment, baseline
 
 
-def _est(ci_low: float, ci_high: float, verdict: Verdict = "no_difference") -> RatioEstimate:
+def _est(ci_low: float, ci_high: float, verdict: Verdict = "not_significant") -> RatioEstimate:
     return RatioEstimate(
         ratio=math.sqrt(ci_low * ci_high),
         ci_low=ci_low,
@@ -129,11 +130,11 @@ def test_identical_arms(n: int, statistic: Statistic) -> None:
     est = paired_ratio(x, x.copy(), higher_is_better=True, statistic=statistic)
     assert est.ratio == 1.0
     assert (est.ci_low, est.ci_high) == (1.0, 1.0)
-    assert est.verdict == "no_difference"
+    assert est.verdict == "not_significant"  # no equivalence margin given: no claim of "no difference"
     assert math.isnan(est.p_value)
     assert est.log_sd == 0.0
-    # Even with a resolution, a zero-width CI at 1 is a confident "no difference".
-    assert paired_ratio(x, x, higher_is_better=True, resolution=0.01).verdict == "no_difference"
+    # Within a margin, a zero-width CI at 1 is a confident "no difference".
+    assert paired_ratio(x, x, higher_is_better=True, margin=0.01).verdict == "no_difference"
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
@@ -145,11 +146,11 @@ def test_tiny_noisy_samples_do_not_crash(n: int) -> None:
         assert math.isfinite(est.ci_low) and math.isfinite(est.ci_high)
 
 
-def test_aa_no_difference() -> None:
+def test_aa_not_significant() -> None:
     t, b = _pairs(1.0, n=30, sigma=0.02, seed=3)
     est = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST)
     assert est.ci_low < 1.0 < est.ci_high
-    assert est.verdict == "no_difference"
+    assert est.verdict == "not_significant"
     assert est.p_value > 0.05
 
 
@@ -164,33 +165,33 @@ def test_aa_false_positive_rate_is_near_nominal(statistic: Statistic) -> None:
     assert fpr >= 0.005  # and the CI is not absurdly wide either
 
 
-def test_resolution_makes_wide_ci_inconclusive() -> None:
-    # 4 pairs, +-30% noise with mixed signs: the CI straddles 1 and is very wide.
+def test_no_difference_is_an_equivalence_test_at_the_margin() -> None:
+    # 4 pairs, +-30% noise with mixed signs: the CI straddles 1 and is very wide: not significant, never "no
+    # difference" unless the whole CI lies within the margin.
     b = np.array([100.0, 120.0, 90.0, 110.0])
     t = b * np.exp([0.30, -0.25, 0.20, -0.35])
     loose = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST)
-    strict = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, resolution=0.05)
+    strict = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, margin=0.05)
     assert loose.ci_low < 1.0 < loose.ci_high
-    assert loose.ci_high / loose.ci_low - 1 > 0.05
-    assert loose.verdict == "no_difference"
-    assert strict.verdict == "inconclusive"
-    assert strict.ratio == loose.ratio
-    assert (strict.ci_low, strict.ci_high) == (loose.ci_low, loose.ci_high)
-    # a resolution wider than the CI leaves "no_difference"
-    wide = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, resolution=100.0)
+    assert loose.verdict == strict.verdict == "not_significant"
+    assert (strict.ratio, strict.ci_low, strict.ci_high) == (loose.ratio, loose.ci_low, loose.ci_high)
+    wide = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, margin=100.0)
     assert wide.verdict == "no_difference"
+    # The region is [1 / (1 + margin), 1 + margin]: a CI of [0.980, 1.027] is no equivalence at 1%, is at 3%.
+    assert not within_margin(0.980, 1.027, 0.01) and within_margin(0.980, 1.027, 0.03)
+    assert within_margin(1 / 1.03, 1.03, 0.03) and not within_margin(0.97, 1.0, 0.03)
 
 
-def test_resolution_does_not_override_clear_verdict() -> None:
+def test_a_margin_does_not_override_a_clear_verdict() -> None:
     t, b = _pairs(1.5, n=6, sigma=0.05, seed=5)
-    est = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, resolution=1e-6)
+    est = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, margin=1e-6)
     assert est.ci_low > 1.0
     assert est.verdict == "better"
 
 
-def test_narrow_aa_with_resolution_is_no_difference() -> None:
+def test_narrow_aa_within_the_margin_is_no_difference() -> None:
     t, b = _pairs(1.0, n=40, sigma=0.005, seed=6)
-    est = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, resolution=0.02)
+    est = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST, margin=0.02)
     assert est.ci_low < 1.0 < est.ci_high
     assert est.verdict == "no_difference"
 
@@ -242,9 +243,9 @@ def test_paired_input_validation(treatment: Any, baseline: Any, match: str) -> N
         {"confidence": 1.0},
         {"confidence": 0.0},
         {"n_resamples": 0},
-        {"resolution": 0.0},
-        {"resolution": -0.1},
-        {"resolution": float("nan")},
+        {"margin": 0.0},
+        {"margin": -0.1},
+        {"margin": float("nan")},
     ],
 )
 def test_paired_parameter_validation(kwargs: dict[str, Any]) -> None:
@@ -292,20 +293,20 @@ def test_unpaired_same_distribution_is_no_difference() -> None:
     b = 100.0 * rng.lognormal(0.0, 0.05, 30)
     est = unpaired_ratio(a, b, higher_is_better=True, n_resamples=FAST)
     assert est.ci_low < 1.0 < est.ci_high
-    assert est.verdict == "no_difference"
+    assert est.verdict == "not_significant"
     assert est.p_value > 0.05
 
 
 def test_unpaired_constant_samples() -> None:
     same = unpaired_ratio([5.0, 5.0, 5.0], [5.0, 5.0], higher_is_better=True)
     assert (same.ratio, same.ci_low, same.ci_high) == (1.0, 1.0, 1.0)
-    assert same.verdict == "no_difference"
+    assert same.verdict == "not_significant"
     assert math.isnan(same.p_value)
     diff = unpaired_ratio([6.0, 6.0], [5.0, 5.0, 5.0], higher_is_better=False)
     assert diff.ratio == pytest.approx(1.2)
     assert diff.ci_low == pytest.approx(1.2) and diff.ci_high == pytest.approx(1.2)
     # 2 vs 3 samples cannot reach p < 0.05 in a rank test: no difference is called, however clean.
-    assert diff.verdict == "no_difference"
+    assert diff.verdict == "not_significant"
     enough = unpaired_ratio([6.0] * 6, [5.0] * 6, higher_is_better=False)
     assert enough.p_value < 0.05 and enough.verdict == "worse"
 
@@ -316,33 +317,33 @@ def test_unpaired_tiny_samples_do_not_crash() -> None:
 
 
 # --------------------------------------------------------------------------
-# is_settled, false_positive_rate, to_dict
+# reached_precision, false_positive_rate, to_dict
 
 
-def test_is_settled() -> None:
+def test_reached_precision() -> None:
     # Only precision stops sampling: a wide CI keeps sampling even when it already calls a difference.
-    assert not is_settled(_est(1.01, 1.30, "better"), resolution=0.01)
-    assert not is_settled(_est(0.70, 0.99, "worse"), resolution=0.01)
-    assert is_settled(_est(1.05, 1.06, "better"), resolution=0.02)  # a precise difference
-    assert is_settled(_est(0.995, 1.005), resolution=0.02)  # narrow around 1
-    assert not is_settled(_est(0.95, 1.05), resolution=0.02)  # straddles 1, too wide
-    assert not is_settled(_est(1.0, 1.02), resolution=0.02)  # width == resolution, touches 1
-    assert is_settled(_est(1.0, 1.0), resolution=0.01)
+    assert not reached_precision(_est(1.01, 1.30, "better"), 0.01)
+    assert not reached_precision(_est(0.70, 0.99, "worse"), 0.01)
+    assert reached_precision(_est(1.05, 1.06, "better"), 0.02)  # a precise difference
+    assert reached_precision(_est(0.995, 1.005), 0.02)  # narrow around 1
+    assert not reached_precision(_est(0.95, 1.05), 0.02)  # straddles 1, too wide
+    assert reached_precision(_est(1.0, 1.019), 0.02)  # no wider than min_effect
+    assert reached_precision(_est(1.0, 1.0), 0.01)
     with pytest.raises(ValueError):
-        is_settled(_est(0.9, 1.1), resolution=0.0)
+        reached_precision(_est(0.9, 1.1), 0.0)
 
 
-def test_is_settled_tracks_sample_size() -> None:
+def test_reached_precision_tracks_sample_size() -> None:
     t, b = _pairs(1.0, n=60, sigma=0.03, seed=11)
     small = paired_ratio(t[:6], b[:6], higher_is_better=True, n_resamples=FAST)
     large = paired_ratio(t, b, higher_is_better=True, n_resamples=FAST)
     assert small.ci_low < 1.0 < small.ci_high
-    assert not is_settled(small, resolution=0.05)
-    assert is_settled(large, resolution=0.05)
+    assert not reached_precision(small, 0.05)
+    assert reached_precision(large, 0.05)
 
 
 def test_false_positive_rate() -> None:
-    ests = [_est(1, 1, "better"), _est(1, 1, "worse"), _est(1, 1), _est(1, 1, "inconclusive")]
+    ests = [_est(1, 1, "better"), _est(1, 1, "worse"), _est(1, 1), _est(1, 1, "not_significant")]
     assert false_positive_rate(ests) == 0.5
     assert false_positive_rate([_est(1, 1)]) == 0.0
     with pytest.raises(ValueError):
@@ -353,7 +354,7 @@ def test_to_dict_is_json_safe() -> None:
     est = paired_ratio([3.0, 4.0, 5.0], [3.0, 4.0, 5.0], higher_is_better=False)
     d = est.to_dict()
     assert d["p_value"] is None  # nan -> None
-    assert d["ratio"] == 1.0 and d["verdict"] == "no_difference" and d["n"] == 3
+    assert d["ratio"] == 1.0 and d["verdict"] == "not_significant" and d["n"] == 3
     assert d["higher_is_better"] is False
     expected_keys = {"ratio", "ci_low", "ci_high", "p_value", "n", "log_sd"}
     expected_keys |= {"statistic", "higher_is_better", "verdict"}
@@ -437,7 +438,7 @@ def test_property_swapping_arms_inverts_ratio(data: tuple[list[float], list[floa
 
 
 def test_sequential_stopping_keeps_the_aa_false_positive_rate_nominal() -> None:
-    """Looking after every pair and stopping once `is_settled` must not inflate false positives.
+    """Looking after every pair and stopping once `reached_precision` must not inflate false positives.
 
     Stopping as soon as a look shows a difference (optional stopping) calls A/A "different" far more often
     than 5%; stopping on precision alone does not depend on where the estimate lies.
@@ -446,8 +447,8 @@ def test_sequential_stopping_keeps_the_aa_false_positive_rate_nominal() -> None:
     for i in range(200):
         t, b = _pairs(1.0, n=30, sigma=0.05, seed=20_000 + i)
         for n in range(6, 31):  # min 6 pairs, then a look after every pair, at most 30
-            estimate = paired_ratio(t[:n], b[:n], higher_is_better=True, n_resamples=FAST, seed=i, resolution=0.02)
-            if is_settled(estimate, 0.02):
+            estimate = paired_ratio(t[:n], b[:n], higher_is_better=True, n_resamples=FAST, seed=i)
+            if reached_precision(estimate, 0.02):
                 break
         verdicts.append(estimate)
     assert false_positive_rate(verdicts) <= 0.08
@@ -517,7 +518,7 @@ def test_sign_flip_p_value_is_exact_for_small_n() -> None:
 def test_ratio_of_sums_identical_arms_and_determinism() -> None:
     amount, time_s, _, _ = _rate_pairs(1.0, n=12, seed=3)
     same = paired_ratio_of_sums(amount, time_s, amount, time_s)
-    assert (same.ratio, same.ci_low, same.ci_high, same.verdict) == (1.0, 1.0, 1.0, "no_difference")
+    assert (same.ratio, same.ci_low, same.ci_high, same.verdict) == (1.0, 1.0, 1.0, "not_significant")
     assert math.isnan(same.p_value) and same.log_sd == 0.0
     data = _rate_pairs(1.0, n=30, seed=4)
     assert paired_ratio_of_sums(*data, seed=5) == paired_ratio_of_sums(*data, seed=5)
@@ -593,7 +594,7 @@ def test_ratio_of_sums_ci_excludes_1_exactly_when_p_is_below_alpha(n: int, n_per
         clear = [e.ci_low > 1.0 or e.ci_high < 1.0 for e in ests]
         assert clear == [e.p_value < 1 - confidence for e in ests]
         assert 0 < sum(clear) < reps  # both outcomes occur
-        assert clear == [e.verdict != "no_difference" for e in ests]
+        assert clear == [e.verdict in ("better", "worse") for e in ests]
         assert all(e.ci_low <= e.ratio <= e.ci_high for e in ests)
 
 

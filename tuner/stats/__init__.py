@@ -19,7 +19,15 @@ the public ones.
 """
 
 from tuner.stats.bootstrap import paired_ratio, unpaired_ratio
-from tuner.stats.estimate import RatioEstimate, Statistic, Verdict, false_positive_rate, is_settled, percentiles
+from tuner.stats.estimate import (
+    RatioEstimate,
+    Statistic,
+    Verdict,
+    false_positive_rate,
+    percentiles,
+    reached_precision,
+    within_margin,
+)
 from tuner.stats.power import detection_power, mde, mirrored_order, pairs_needed
 from tuner.stats.ratio_of_sums import (
     MIN_SIGN_FLIP_PAIRS,
@@ -39,7 +47,6 @@ __all__ = [
     "detection_power",
     "false_positive_rate",
     "holm",
-    "is_settled",
     "mde",
     "mirrored_order",
     "obf_boundaries",
@@ -49,6 +56,8 @@ __all__ = [
     "pairs_needed",
     "percentiles",
     "ratio_of_sums_estimates",
+    "reached_precision",
     "sequential_p_value",
     "unpaired_ratio",
+    "within_margin",
 ]

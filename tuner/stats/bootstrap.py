@@ -15,7 +15,7 @@ from tuner.stats.estimate import (
     Statistic,
     _as_positive_1d,
     _check_common,
-    _check_resolution,
+    _check_margin,
     _FloatArray,
     _verdict,
 )
@@ -93,7 +93,7 @@ def paired_ratio(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
-    resolution: float | None = None,
+    margin: float | None = None,
 ) -> RatioEstimate:
     """Estimate treatment/baseline from pairs measured back to back.
 
@@ -105,9 +105,9 @@ def paired_ratio(
     swapped); ``"geomean"`` gives exp(mean(log r_i)). The CI is a seeded
     bootstrap of the same statistic on log r_i, exponentiated. The verdict is
     "better"/"worse" when the CI clears 1 and the Wilcoxon p-value is below
-    1 - confidence, else "no_difference", or "inconclusive" if ``resolution``
-    is given and the CI is wider than it. (With the CI alone, A/A
-    false-positive rates were 25% at n=3 and 8-18% at n=5-8.)
+    1 - confidence, "no_difference" when a ``margin`` is given and the CI lies
+    within it (an equivalence test), else "not_significant". (With the CI
+    alone, A/A false-positive rates were 25% at n=3 and 8-18% at n=5-8.)
     """
     t = _as_positive_1d(treatment, "treatment")
     b = _as_positive_1d(baseline, "baseline")
@@ -116,7 +116,7 @@ def paired_ratio(
     if statistic not in ("median", "geomean"):
         raise ValueError(f"statistic must be 'median' or 'geomean', got {statistic!r}")
     _check_common(confidence, n_resamples)
-    _check_resolution(resolution)
+    _check_margin(margin)
 
     log_r = np.log(t) - np.log(b)
     stat_fn = _median_stat if statistic == "median" else _mean_stat
@@ -149,7 +149,7 @@ def paired_ratio(
         statistic=statistic,
         higher_is_better=higher_is_better,
         verdict=_verdict(
-            ci_low, ci_high, p_value, alpha=1 - confidence, higher_is_better=higher_is_better, resolution=resolution
+            ci_low, ci_high, p_value, alpha=1 - confidence, higher_is_better=higher_is_better, margin=margin
         ),
     )
 
@@ -169,7 +169,7 @@ def unpaired_ratio(
     exists. The CI is a seeded two-sample bootstrap (resampling each arm
     independently) of the log ratio of medians; the p-value is a two-sided
     Mann-Whitney U test. Same verdict rule as :func:`paired_ratio` (without
-    ``resolution``); ``log_sd`` is nan because there are no pairs.
+    an equivalence margin); ``log_sd`` is nan because there are no pairs.
     """
     t = _as_positive_1d(treatment, "treatment")
     b = _as_positive_1d(baseline, "baseline")
@@ -202,6 +202,6 @@ def unpaired_ratio(
         statistic="median",
         higher_is_better=higher_is_better,
         verdict=_verdict(
-            ci_low, ci_high, p_value, alpha=1 - confidence, higher_is_better=higher_is_better, resolution=None
+            ci_low, ci_high, p_value, alpha=1 - confidence, higher_is_better=higher_is_better, margin=None
         ),
     )
