@@ -1,11 +1,15 @@
 """The stall estimand's calibration and power: on the H100 steps (re-paired A/A) and on the CPU engine.
 
     python -m benchmarks.stall_rate   # writes results/reference/stall-rate.json
+    python -m benchmarks.stall_rate --skip-engine --out /tmp/stall-rate.json   # the H100 part only
+
+The difference is :func:`tuner.stats.stall_rate.paired_rate_difference`'s (``method`` in the output): Newcombe's
+score interval on counts deflated by the between-pair design effect, flagged when it excludes 0.
 
 H100 (``../shared/data/h100-steps``, no engine): every A/A series is re-paired in one-step blocks of random order
-``--h100-draws`` times; the share of draws whose stall-rate difference is flagged must stay near 5%. The same draws
-with a known stall (``--stall-ms`` added to every ``--every``-th step of arm B) measure power and whether the
-95% CI covers the injected rate (1 / every).
+``--h100-draws`` times; the share of draws whose stall-rate difference is flagged must stay at or below 5%. The
+same draws with a known stall (``--stall-ms`` added to every ``--every``-th step of arm B) measure power and how
+often the 95% CI covers the injected rate (1 / every); each share has its Clopper-Pearson 95% interval.
 
 CPU engine (the quickstart's, one-step blocks as the sweep uses): ``--aa`` independent A/A step-level comparisons
 of ``--budget`` engine seconds (arm B applies the yardstick with no stall, so both arms switch alike), then
@@ -33,7 +37,7 @@ from tuner.interleave import interleaved_comparison
 from tuner.plugin.protocol import Arm, encode_spec
 from tuner.results.files import write_json
 from tuner.stalls import CompareStep, StallComparison, compare_stalls
-from tuner.stats.stall_rate import StallRule
+from tuner.stats.stall_rate import METHOD, StallRule
 from tuner.workbench import Workbench
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,9 +45,10 @@ H100 = REPO.parent / "shared" / "data" / "h100-steps"
 YARDSTICK = "known_stall"
 
 
-def _share(flagged: int, total: int) -> dict[str, Any]:
-    interval = binomtest(flagged, total, 0.05).proportion_ci(confidence_level=0.95, method="exact")
-    return {"flagged": flagged, "of": total, "rate": flagged / total, "rate_ci95": [interval.low, interval.high]}
+def _share(hits: int, total: int) -> dict[str, Any]:
+    """``hits`` of ``total`` draws (flagged, found or covered) with the share's Clopper-Pearson 95% interval."""
+    interval = binomtest(hits, total).proportion_ci(confidence_level=0.95, method="exact")
+    return {"hits": hits, "of": total, "rate": hits / total, "rate_ci95": [interval.low, interval.high]}
 
 
 def _repaired(dt: np.ndarray, rng: np.random.Generator, stall_s: float, every: int) -> list[CompareStep]:
@@ -63,7 +68,7 @@ def _repaired(dt: np.ndarray, rng: np.random.Generator, stall_s: float, every: i
 def h100(draws: int, stall_s: float, every: int, rule: StallRule) -> dict[str, Any]:
     """Flag shares over re-pairings of every A/A series of the H100 data, without and with an injected stall."""
     rng = np.random.default_rng(0)
-    out: dict[str, Any] = {"series": {}}
+    out: dict[str, Any] = {"method": METHOD, "known_difference": 1 / every, "series": {}}
     totals = {"aa": [0, 0], "injected": [0, 0], "covered": [0, 0]}
     for path in sorted(H100.glob("*.json")):
         for label, run in json.loads(path.read_text()).items():
@@ -82,13 +87,14 @@ def h100(draws: int, stall_s: float, every: int, rule: StallRule) -> dict[str, A
                 "aa_flagged": flags / draws,
                 "injected_found": found / draws,
                 "injected_covered": covered / draws,
+                "injected_design_effect": float(np.median([c.difference.design_effect for c in ab if c.difference])),
             }
             for key, hits in (("aa", flags), ("injected", found), ("covered", covered)):
                 totals[key][0] += hits
                 totals[key][1] += draws
     out["aa"] = _share(*totals["aa"])
-    out["injected_found"] = totals["injected"][0] / totals["injected"][1]
-    out["injected_covered"] = totals["covered"][0] / totals["covered"][1]
+    out["injected_found"] = _share(*totals["injected"])
+    out["injected_covered"] = _share(*totals["covered"])
     return out
 
 
@@ -108,8 +114,8 @@ def engine(aa: int, ab: int, budget: float, stall_ms: float, every: int, sensiti
             injected = i >= aa
             b = {YARDSTICK: {"stall_ms": stall_ms if injected else 0.0, "every": every}}
             result = interleaved_comparison(
-                bench, {}, b, block_steps=DEFAULT_BLOCK_STEPS, settle=False, resolution=1e-9, budget_s=budget,
-                min_pairs=10**9, seed=100 + i,
+                bench, {}, b, block_steps=DEFAULT_BLOCK_STEPS, settle=False, budget_s=budget, min_pairs=10**9,
+                seed=100 + i,
             )  # fmt: skip
             if result.stalls is None:
                 sys.exit(f"comparison {i} had no comparable batch size")
@@ -151,7 +157,7 @@ def main() -> None:
     parser.add_argument("--stall-ms", type=float, default=200.0)
     parser.add_argument("--every", type=int, default=25)
     parser.add_argument("--sensitive-factor", type=float, default=1.5, help="A/A also at this factor, no floor")
-    parser.add_argument("--skip-engine", action="store_true")
+    parser.add_argument("--skip-engine", action="store_true", help="only the H100 part (no engine started)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "reference" / "stall-rate.json")
     args = parser.parse_args()
     rule = load_experiment(REPO / "experiments" / "quickstart.yaml").measure.stalls.rule()

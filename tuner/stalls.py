@@ -54,7 +54,7 @@ def compare_stalls(
     compared: Sequence[CompareStep], rule: StallRule, *, confidence: float = 0.95, seed: int = 0
 ) -> StallComparison:
     """Judge every compared step (given in the order they ran) against its arm's and compare the arms' stall
-    rates by pair."""
+    rates by pair; ``seed`` draws the sign-flip cross-check's swap patterns when there are too many to try all."""
     steps: dict[str, list[tuple[int, float, float]]] = {"A": [], "B": []}  # (pair, seconds, GC seconds) per arm
     for arm, pair, seconds, gc_s in compared:
         steps[arm].append((pair, seconds, gc_s))

@@ -22,12 +22,15 @@ def _longest(arm: Mapping[str, Any]) -> str:
 
 
 def _difference(diff: Mapping[str, Any]) -> str:
-    """Percentage points with the CI; a side the test cannot bound (too few pairs) reaches a rate difference of 1."""
+    """Percentage points with the CI. Records from before the score interval put a side their swap-test inversion
+    could not bound (too few pairs) at a rate difference of +-1, which the score interval reaches only when the
+    point does: such a side reads 'unbounded'."""
     if not diff:
         return "-"
-    low, high = diff["ci_low"], diff["ci_high"]
-    ci = "unbounded" if low <= -1 or high >= 1 else f"[{100 * low:+.2f}, {100 * high:+.2f}]"
-    return f"{100 * diff['difference']:+.2f} {ci}"
+    low, point, high = diff["ci_low"], diff["difference"], diff["ci_high"]
+    unbounded = low <= -1 < point or point < 1 <= high
+    ci = "unbounded" if unbounded else f"[{100 * low:+.2f}, {100 * high:+.2f}]"
+    return f"{100 * point:+.2f} {ci}"
 
 
 def stall_section(doc: Doc, trials: Sequence[Mapping[str, Any]]) -> None:
@@ -57,8 +60,9 @@ def stall_section(doc: Doc, trials: Sequence[Mapping[str, Any]]) -> None:
     doc.p(
         f"A stall is a compared step slower than {rule['factor']:g} x its arm's running median (last "
         f"{rule['window']} steps) and than {rule['floor_s'] * 1e3:g} ms. Rates are stalls over judged steps; the "
-        "difference (trial minus baseline, percentage points) has the paired swap test's p and 95% CI; GC is "
-        "EngineCore's collection time during the trial's longest stall."
+        "difference (trial minus baseline, percentage points) has Newcombe's score 95% CI, widened when stalls "
+        "cluster in a few pairs (design effect), and p is where that CI reaches 0: flagged when it excludes 0. GC "
+        "is EngineCore's collection time during the trial's longest stall."
     )
     doc.table(
         ["trial", "baseline stalls", "trial stalls", "difference [95% CI]", "p", "flagged", "longest (trial)"], rows
