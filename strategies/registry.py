@@ -26,6 +26,7 @@ def _builtin() -> list[type[Strategy]]:
     from strategies.gc_refreeze import GcRefreeze
     from strategies.gc_threshold import GcThreshold
     from strategies.known_delay import KnownDelay
+    from strategies.known_gc_load import KnownGcLoad
     from strategies.known_stall import KnownStall
     from strategies.ndarray_outputs import NdarrayOutputs
     from strategies.sampler_copy_elision import SamplerCopyElision
@@ -44,6 +45,7 @@ def _builtin() -> list[type[Strategy]]:
         EventWait,
         FastTeardown,
         KnownDelay,
+        KnownGcLoad,
         KnownStall,
     ]
 
