@@ -1,14 +1,41 @@
 """Engine minutes a 95% CI of +-1% needs per step-block length K, replayed from real H100 per-step times.
 
-    nice -n 19 .venv/bin/python -m benchmarks.h100_projection --seeds 20 --output results/reference/h100-projection.json
+    nice -n 19 .venv/bin/python -m benchmarks.h100_projection --seeds 20 --calibration-seeds 120 \
+        --output results/reference/h100-projection.json
 
 The step interleaver's budget question, answered with measured host noise instead of the simulator's: the full-batch
 steps of each A/A run in ../shared/data/h100-steps (README there) are cut, in time order, into blocks of K steps,
 consecutive blocks paired, and the arms assigned at random within each pair (one assignment per seed), as the
 interleaver does. Per run, K and seed the project's estimator :func:`tuner.stats.paired_ratio_of_sums` (steps over
-step seconds, mean step time B/A) gives ``log_sd``; the engine time for +-1% is the pairs' step seconds times
-(half-width / log 1.01)**2, the half-width from the normal approximation 1.96 * log_sd / sqrt(n) (the target needs
-thousands of pairs, where it holds; the inverted sign-flip CI of the same call is compared per K).
+step seconds, mean step time B/A) gives ``log_sd``, the SD of the per-pair influence values of log R; the engine time
+for +-1% is the pairs' step seconds times (half-width / log 1.01)**2, the half-width from the normal approximation
+1.96 * log_sd / sqrt(n) (the target needs thousands of pairs, where it holds; the inverted sign-flip CI of the same
+call is compared per K). That is C * v * tau with C = (1.96 / log 1.01)**2, v = log_sd**2 the per-pair variance and
+tau the engine seconds per pair.
+
+Headline (``headline`` in the JSON, the first table printed): the MEAN OVER RUNS of the per-run engine minutes per
++-1% (each run's figure the mean over its seeds), with the min-max of the per-run figures and a t 95% CI over the 6
+runs (5 df), for two topologies at every K. Why the mean: variance adds over engine time. After engine time E spent
+in host state i the variance of log R is v_i * tau_i / E, so v * tau (the cost) is a variance-time product; a
+comparison that spends equal engine time in each run's host state has variance mean_i(v_i * tau_i) / E, so what it
+costs is the mean of the per-run costs, not their median. (A median of per-run figures ignores how much the noisier
+runs add: here the runs fall in two clusters and the median sits in the gap, flipping with the seed.) Runs are
+weighted equally, each being one draw of the host's state; their lengths (504 or ~1016 full steps) are the
+recording's choice. The time-weighted mean, which is what one comparison pooling every run's pairs would cost (its
+per-pair variance pooled over all pairs), is kept as ``time_weighted_mean``; the median over runs x seeds as
+``median_run_seed``; both are secondary.
+
+Topologies: ``sync`` re-pairs the steps as recorded (synchronous scheduling: a block of K compared steps costs K
+steps). ``async`` models vLLM's GPU default (async scheduling with a batch queue): the first step of every block
+finishes the other arm's batch, so it is run but not compared. It is modelled from the data by re-pairing with a
+one-step gap before each block: each block takes K + 1 consecutive recorded steps, the first (the washout at that
+position) counted as engine time but not compared. This costs more than the (K + 1) / K in time: the compared blocks
+of a pair are one step further apart, and the steps' autocorrelation falls with the lag, so the per-pair variance
+rises too. Both topologies drop the same random 0-15 leading steps per run and seed (the phase of ``layout`` below),
+so unit edges fall at every phase of the recording's own switch profile.
+
+``per_K`` keeps the recording's phase (units from each run's first step), synchronous only, with the log-ratio
+figures below; its engine minutes are reported the same way (mean over runs, per-run figures, min-max, CI).
 
 On the log-ratio scale (per pair log mean B - log mean A) it also evaluates the neighbour-slope adjustment: the
 time-ordered difference d = log(second block) - log(first block) is regressed on the drift across the pair,
@@ -40,8 +67,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from scipy.stats import binomtest
+from scipy.stats import t as student_t
 
 from benchmarks.step_adjust import adjusted_step_fit, random_units
 from tuner.results.files import write_json
@@ -56,6 +85,7 @@ K_VALUES = (1, 2, 4, 8, 16, 32)
 Z = NormalDist().inv_cdf(0.975)
 LOG_1PCT = math.log(1.01)
 FLIPS = 10_000
+TOPOLOGIES = {"sync": 0, "async": 1}  # washout steps before each block's compared steps
 ADJUSTED_K = (1, 2, 4)
 DESIGNS = ("AB", "ABBA", "ABAB", "ABABABAB")  # randomization units: pairs, mirrored quadruples, alternating runs
 OFFSET_SPAN = 16  # each (run, seed) drops a random 0-15 leading steps: unit edges fall at every phase of the recording
@@ -134,19 +164,109 @@ def sign_flip_ci(y: Floats, confidence: float = 0.95, seed: int = 0) -> tuple[fl
 
 
 def spread(values: list[float]) -> dict[str, Any]:
-    """Median and [min, max]."""
+    """Median and [min, max] (secondary figures: ratios and checks, not engine minutes)."""
     return {"median": float(np.median(values)), "range": [float(min(values)), float(max(values))]}
+
+
+def over_runs(
+    values: list[float], n_runs: int, weights: list[float] | None = None, detail: bool = True
+) -> dict[str, Any]:
+    """Engine minutes per +-1% over runs, from ``values`` in run-major order (the same number of seeds per run).
+
+    ``mean``: the mean over runs of the per-run means over seeds (see the module docstring for why the mean);
+    ``ci95_over_runs``: t interval of that mean over the runs (n_runs - 1 df); ``runs_range``: min and max of the
+    per-run figures in ``runs``; ``time_weighted_mean`` (with ``weights``, the runs' engine seconds): the cost of one
+    comparison pooling every run's pairs; ``median_run_seed``: the median over runs x seeds (secondary). Without
+    ``detail`` (secondary figures: a small JSON) the per-run figures are left out."""
+    per_run = np.asarray(values, dtype=np.float64).reshape(n_runs, -1).mean(axis=1)
+    mean = float(per_run.mean())
+    half = float(student_t.ppf(0.975, n_runs - 1) * per_run.std(ddof=1) / math.sqrt(n_runs))
+    out: dict[str, Any] = {
+        "mean": mean,
+        "ci95_over_runs": [mean - half, mean + half],
+        "runs_range": [float(per_run.min()), float(per_run.max())],
+    }
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        out["time_weighted_mean"] = float(w @ per_run / w.sum())
+    out["median_run_seed"] = float(np.median(values))
+    if detail:
+        out["runs"] = [float(v) for v in per_run]
+    return out
+
+
+def topology_projection(runs: list[Run], k: int, seeds: int, washout: int) -> dict[str, Any]:
+    """The A/A steps re-paired at ``k`` compared steps per block, each block preceded by ``washout`` steps that are
+    charged as engine time but not compared (0: synchronous, as recorded; 1: async scheduling's washout step), at
+    the random phase of :func:`layout`; per run and seed the engine minutes per +-1% from tuner.stats'
+    ``log_sd`` (C * v * tau), and the exact inverted CI over the normal one."""
+    acc: dict[str, list[float]] = {key: [] for key in ("min", "var", "tau", "total", "exact", "compared")}
+    pairs = []
+    for index, run in enumerate(runs):
+        steps = run.seconds[run.full]
+        for seed in range(seeds):
+            offset = int(np.random.default_rng([seed, index, k, 7]).integers(0, OFFSET_SPAN))  # layout()'s phase
+            x = steps[offset:]
+            span = k + washout
+            n = x.size // (2 * span)
+            cut = x[: 2 * span * n].reshape(n, 2, span)  # (pair, first/second in time, washout + compared steps)
+            blocks = cut[:, :, washout:].sum(axis=-1)
+            total = float(cut.sum())  # engine time: compared and washout steps
+            s = np.random.default_rng([seed, index, k, 17]).choice([-1.0, 1.0], n)  # +1: B second
+            b_time = np.where(s > 0, blocks[:, 1], blocks[:, 0])
+            a_time = np.where(s > 0, blocks[:, 0], blocks[:, 1])
+            amount = np.full(n, float(k))
+            est = paired_ratio_of_sums(amount, b_time, amount, a_time, higher_is_better=False, seed=seed)
+            normal = Z * est.log_sd / math.sqrt(n)
+            acc["min"].append(minutes(total, normal))
+            acc["var"].append(est.log_sd**2)
+            acc["tau"].append(total / n)
+            acc["total"].append(total)
+            acc["exact"].append((math.log(est.ci_high) - math.log(est.ci_low)) / 2 / normal)
+            acc["compared"].append(float(blocks.sum()) / total)
+            pairs.append(n)
+
+    def run_means(key: str) -> list[float]:
+        return [float(v) for v in np.reshape(acc[key], (len(runs), seeds)).mean(axis=1)]
+
+    return {
+        "washout_steps_per_block": washout,
+        "engine_steps_per_pair": 2 * (k + washout),
+        "pairs_per_run": [min(pairs), max(pairs)],
+        "engine_min_per_pct": over_runs(acc["min"], len(runs), weights=run_means("total")),
+        "run_pair_log_var": run_means("var"),
+        "run_engine_seconds_per_pair": run_means("tau"),
+        "compared_share_of_engine_time": float(np.mean(acc["compared"])),
+        "exact_over_normal_half_width": spread(acc["exact"]),
+    }
+
+
+def cheapest(rows: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The K with the lowest mean engine minutes per +-1%, and per K the runs (paired: same run, same phases' seeds)
+    in which that K costs less than the cheapest one."""
+    best = min(rows, key=lambda k: rows[k]["engine_min_per_pct"]["mean"])
+    base = rows[best]["engine_min_per_pct"]
+    return {
+        "K": best,
+        "engine_min_per_pct": base["mean"],
+        "runs_cheaper_than_it": {
+            str(k): sum(a < b for a, b in zip(row["engine_min_per_pct"]["runs"], base["runs"], strict=True))
+            for k, row in rows.items()
+        },
+        "mean_over_it": {str(k): row["engine_min_per_pct"]["mean"] / base["mean"] for k, row in rows.items()},
+    }
 
 
 def aa_projection(runs: list[Run], k: int, seeds: int) -> dict[str, Any]:
     """The A/A steps re-paired at block length ``k``: per run and seed, ratio of sums and log-ratio figures."""
     acc: dict[str, list[float]] = {key: [] for key in ("sd", "min", "exact", "lsd", "lmin", "asd", "amin", "beta")}
-    pairs = []
+    pairs, totals = [], []
     for run in runs:
         steps = run.seconds[run.full]
         n = steps.size // (2 * k)
         blocks = steps[: 2 * k * n].reshape(n, 2, k).sum(axis=-1)  # (pair, first/second in time)
         total, amount = float(blocks.sum()), np.full(n, float(k))
+        totals.append(total)
         d = np.log(blocks[:, 1]) - np.log(blocks[:, 0])
         c = np.log(blocks[2:, 0]) - np.log(blocks[:-2, 1])  # next block minus previous block, interior pairs
         beta = slope(d[1:-1], c)
@@ -170,12 +290,12 @@ def aa_projection(runs: list[Run], k: int, seeds: int) -> dict[str, Any]:
         "pairs": sum(pairs),
         "pairs_per_run": [min(pairs), max(pairs)],
         "log_sd": [min(acc["sd"]), max(acc["sd"])],
-        "engine_min_per_pct": spread(acc["min"]),
+        "engine_min_per_pct": over_runs(acc["min"], len(runs), weights=totals),
         "exact_over_normal_half_width": spread(acc["exact"]),
         "log_ratio_sd": [min(acc["lsd"]), max(acc["lsd"])],
-        "log_ratio_engine_min_per_pct": spread(acc["lmin"]),
+        "log_ratio_engine_min_per_pct": over_runs(acc["lmin"], len(runs), detail=False),
         "adjusted_log_sd": [min(acc["asd"]), max(acc["asd"])],
-        "adjusted_engine_min_per_pct": spread(acc["amin"]),
+        "adjusted_engine_min_per_pct": over_runs(acc["amin"], len(runs), detail=False),
         "beta": [min(acc["beta"]), max(acc["beta"])],
     }
 
@@ -281,12 +401,12 @@ def design_projection(runs: list[Run], k: int, pattern: str, seeds: int) -> dict
             add("units", float(int(used.sum()) // len(pattern)))
     return {
         "units_per_run": [min(acc["units"]), max(acc["units"])],
-        "plain_engine_min_per_pct": spread(acc["plain_min"]),
-        "adjusted_engine_min_per_pct": spread(acc["adjusted_min"]),
+        "plain_engine_min_per_pct": over_runs(acc["plain_min"], len(runs), detail=False),
+        "adjusted_engine_min_per_pct": over_runs(acc["adjusted_min"], len(runs), detail=False),
         "adjusted_over_plain_minutes": spread(acc["adjusted_over_plain"]),
         "fixed_phase_engine_min_per_pct": {
-            "plain": spread(acc["fixed_plain_min"]),
-            "adjusted": spread(acc["fixed_adjusted_min"]),
+            "plain": over_runs(acc["fixed_plain_min"], len(runs), detail=False),
+            "adjusted": over_runs(acc["fixed_adjusted_min"], len(runs), detail=False),
         },
         "plain_exact_over_normal": spread(acc["plain_exact_over_normal"]),
         "adjusted_exact_over_normal": spread(acc["adjusted_exact_over_normal"]),
@@ -457,19 +577,62 @@ def rounded(value: Any) -> Any:
     return value
 
 
+def mean_cell(m: dict[str, Any]) -> str:
+    """Engine minutes as printed: mean over runs [min-max of the per-run figures]."""
+    return f"{m['mean']:.3g} [{m['runs_range'][0]:.3g}-{m['runs_range'][1]:.3g}]"
+
+
+def median_cell(m: dict[str, Any]) -> str:
+    """A secondary ratio as printed: median [min-max] over runs x seeds."""
+    return f"{m['median']:.3g} [{m['range'][0]:.3g}-{m['range'][1]:.3g}]"
+
+
+def headline_table(headline: dict[str, Any], runs: int, seeds: int) -> Table:
+    """Engine minutes per +-1% per K, synchronous and asynchronous (one washout step per block)."""
+    table = Table(
+        title=escape(
+            f"H100 A/A steps re-paired at random phases: engine minutes for a 95% CI of +-1%, mean over {runs} runs "
+            f"[min-max of per-run figures] (t 95% CI over runs), each run the mean of {seeds} random arm assignments"
+        )
+    )
+    for column in ("K", "sync pairs/run", "sync min/+-1%", "sync CI", "async pairs/run", "async min/+-1%", "async CI"):
+        table.add_column(column, justify="right")
+    table.add_column("async/sync", justify="right")
+    table.add_column("exact/normal s/a", justify="right")
+    for key in headline["sync"]:
+        sync, asyn = headline["sync"][key], headline["async"][key]
+        cells = []
+        for row in (sync, asyn):
+            m = row["engine_min_per_pct"]
+            cells += [
+                "{}-{}".format(*row["pairs_per_run"]),
+                mean_cell(m),
+                "{:.3g}-{:.3g}".format(*m["ci95_over_runs"]),
+            ]
+        table.add_row(
+            key,
+            *cells,
+            f"{asyn['engine_min_per_pct']['mean'] / sync['engine_min_per_pct']['mean']:.2f}",
+            "{:.3f}/{:.3f}".format(*(r["exact_over_normal_half_width"]["median"] for r in (sync, asyn))),
+        )
+    return table
+
+
 def adjusted_table(adjusted: dict[str, dict[str, Any]], seeds: int, calibration_seeds: int) -> Table:
     """Plain vs neighbour-drift adjusted ratio of sums per K and randomization unit."""
     table = Table(
-        title="Ratio of sums, plain vs adjusted (benchmarks.step_adjust), A/A re-paired with random offsets: engine "
-        f"minutes per +-1% (exact inverted CI, {seeds} seeds/run); A/A FPR and coverage over chunks of "
-        f"{CHUNK_STEPS} steps ({calibration_seeds} seeds/run)"
+        title=escape(
+            "Ratio of sums, plain vs adjusted (benchmarks.step_adjust), A/A re-paired with random offsets: engine "
+            f"minutes per +-1% (exact inverted CI), mean over runs [min-max per run] ({seeds} seeds/run); A/A FPR and "
+            f"coverage over chunks of {CHUNK_STEPS} steps ({calibration_seeds} seeds/run)"
+        )
     )
     for column in (
         "K",
         "unit",
         "min plain",
         "min adjusted",
-        "adj/plain",
+        "adj/plain means",
         "phase 0 p/a",
         "FPR plain",
         "FPR adj.",
@@ -479,9 +642,6 @@ def adjusted_table(adjusted: dict[str, dict[str, Any]], seeds: int, calibration_
         "spill share p/a",
     ):
         table.add_column(column, justify="right")
-
-    def fmt(m: dict[str, Any]) -> str:
-        return f"{m['median']:.3g} [{m['range'][0]:.3g}-{m['range'][1]:.3g}]"
 
     def rate(m: dict[str, Any]) -> str:
         return f"{100 * m['rate']:.1f}% [{100 * m['ci'][0]:.1f}-{100 * m['ci'][1]:.1f}]"
@@ -497,12 +657,10 @@ def adjusted_table(adjusted: dict[str, dict[str, Any]], seeds: int, calibration_
         table.add_row(
             k[1:],
             pattern,
-            fmt(row["plain_engine_min_per_pct"]),
-            fmt(row["adjusted_engine_min_per_pct"]),
-            fmt(row["adjusted_over_plain_minutes"]),
-            "{:.3g}/{:.3g}".format(
-                *(row["fixed_phase_engine_min_per_pct"][n]["median"] for n in ("plain", "adjusted"))
-            ),
+            mean_cell(row["plain_engine_min_per_pct"]),
+            mean_cell(row["adjusted_engine_min_per_pct"]),
+            f"{row['adjusted_engine_min_per_pct']['mean'] / row['plain_engine_min_per_pct']['mean']:.3g}",
+            "{:.3g}/{:.3g}".format(*(row["fixed_phase_engine_min_per_pct"][n]["mean"] for n in ("plain", "adjusted"))),
             rate(cal["aa"]["plain"]["false_positive"]),
             rate(cal["aa"]["adjusted"]["false_positive"]),
             *coverage,
@@ -527,6 +685,16 @@ def main() -> None:
     paths = sorted(args.data.glob("*.json"))
     runs, full_batch = load(paths)
     aa = [run for run in runs.values() if run.name.startswith("AA")]
+    topologies = {
+        name: {k: topology_projection(aa, k, args.seeds, washout) for k in K_VALUES}
+        for name, washout in TOPOLOGIES.items()
+    }
+    headline: dict[str, Any] = {
+        "what": HEADLINE_NOTE,
+        "runs": [name for name, run in runs.items() if run.name.startswith("AA")],
+        **{name: {str(k): row for k, row in rows.items()} for name, rows in topologies.items()},
+        "cheapest": {name: cheapest(rows) for name, rows in topologies.items()},
+    }
     per_k = {k: aa_projection(aa, k, args.seeds) for k in K_VALUES}
     ab = {name: ab_check(run) for name, run in runs.items() if run.name.startswith("AB")}
     adjusted: dict[str, dict[str, Any]] = {}
@@ -539,8 +707,18 @@ def main() -> None:
             adjusted[f"K{k}/{pattern}"] = row
 
     console = Console(soft_wrap=True, width=180)
+    console.print(headline_table(headline, len(aa), args.seeds))
+    for name, best in headline["cheapest"].items():
+        console.print(
+            f"cheapest {name}: K={best['K']} ({best['engine_min_per_pct']:.3g} engine min per +-1%); runs "
+            f"(of {len(aa)}) in which another K costs less: "
+            + ", ".join(f"K={k} {n}" for k, n in best["runs_cheaper_than_it"].items() if k != str(best["K"]))
+        )
     table = Table(
-        title=f"H100 A/A steps re-paired: engine minutes for a 95% CI of +-1% ({len(aa)} runs x {args.seeds} seeds)"
+        title=escape(
+            "H100 A/A steps re-paired at the recording's phase (sync): engine minutes for a 95% CI of +-1%, mean "
+            f"over {len(aa)} runs [min-max per run] ({args.seeds} seeds/run); ratios: median [range] over runs x seeds"
+        )
     )
     for column in (
         "K",
@@ -555,20 +733,16 @@ def main() -> None:
     ):
         table.add_column(column, justify="right")
     for k, row in per_k.items():
-
-        def fmt(m: dict[str, Any]) -> str:
-            return f"{m['median']:.3g} [{m['range'][0]:.3g}-{m['range'][1]:.3g}]"
-
         table.add_row(
             str(k),
             "{}-{}".format(*row["pairs_per_run"]),
             "{:.2f}-{:.2f}".format(*row["log_sd"]),
-            fmt(row["engine_min_per_pct"]),
-            fmt(row["exact_over_normal_half_width"]),
+            mean_cell(row["engine_min_per_pct"]),
+            median_cell(row["exact_over_normal_half_width"]),
             "{:.2f}-{:.2f}".format(*row["log_ratio_sd"]),
-            fmt(row["log_ratio_engine_min_per_pct"]),
+            mean_cell(row["log_ratio_engine_min_per_pct"]),
             "{:.2f}-{:.2f}".format(*row["adjusted_log_sd"]),
-            fmt(row["adjusted_engine_min_per_pct"]),
+            mean_cell(row["adjusted_engine_min_per_pct"]),
         )
     console.print(table)
     for name, res in ab.items():
@@ -589,6 +763,7 @@ def main() -> None:
         "data": [os.path.relpath(p, ROOT) for p in paths],
         "full_batch": full_batch,
         "seeds": args.seeds,
+        "headline": headline,
         "per_K": {str(k): row for k, row in per_k.items()},
         "ab": ab,
         "adjusted": adjusted,
@@ -600,53 +775,78 @@ def main() -> None:
     console.print(f"wrote {args.output} ({result['seconds']:.1f} s)")
 
 
+HEADLINE_NOTE = (
+    "Engine minutes for a 95% CI of +-1% per K (compared steps per block), from the full-batch steps of the 6 A/A runs "
+    "(order: runs) re-paired at a random 0-15 step phase per run and seed, arms at random within each pair, through "
+    "tuner.stats.paired_ratio_of_sums: per run and seed C * v * tau / 60, C = (1.96 / log 1.01)^2, v = log_sd^2 "
+    "(per-pair variance of log R), tau = engine seconds per pair (the normal half-width; exact_over_normal_half_width "
+    "compares the inverted sign-flip CI, 10,000 flips: ~1 at K 1-4, wider at K 16-32 where a run holds 7-31 pairs). "
+    "engine_min_per_pct.mean, the headline: the mean over runs of the per-run means over seeds (runs: those per-run "
+    "figures; run_pair_log_var and run_engine_seconds_per_pair are their v and tau, averaged over seeds). The mean, "
+    "not a median, because variance adds over engine time: after engine time E in host state i the variance of log R "
+    "is v_i tau_i / E, so a comparison spending equal time in each run's state has variance mean(v_i tau_i) / E and "
+    "costs the mean of the per-run costs. Runs weigh equally (each one draw of the host's state; their lengths, 504 or "
+    "~1016 full steps, are the recording's choice); time_weighted_mean is the cost of one comparison pooling every "
+    "run's pairs. ci95_over_runs: t interval over the 6 runs (5 df); runs_range: min-max of the per-run figures; "
+    "median_run_seed: secondary. sync: synchronous scheduling, as recorded (a block of K compared steps costs K "
+    "steps). async: vLLM's GPU default (async scheduling, batch queue): the first step of every block finishes the "
+    "other arm's batch and is run but not compared, modelled by cutting K + 1 consecutive recorded steps per block, "
+    "the first (the step at the washout's position) charged as engine time and not compared. It costs more than (K + "
+    "1) / K: the compared blocks of a pair are a step further apart and the steps' autocorrelation falls with the lag, "
+    "so v rises too. The same phases and per-run seeds serve both topologies. cheapest: per topology the K with the "
+    "lowest mean, runs_cheaper_than_it = the runs (of 6) in which another K costs less (paired by run), mean_over_it = "
+    "each K's mean over the cheapest's."
+)
+
 NOTES = (
-    "per_K: the full-batch steps of the 6 A/A runs re-paired at K; medians and ranges over runs x seeds. "
+    "per_K: the full-batch steps of the 6 A/A runs re-paired at K at the recording's phase (synchronous); engine "
+    "minutes as in headline (mean over runs of per-run means over seeds, t CI over runs, min-max of per-run figures; "
+    "the figures in runs for engine_min_per_pct only), other figures medians and ranges over runs x seeds. "
     "engine_min_per_pct (the table) is the ratio of sums of tuner.stats.paired_ratio_of_sums with the normal "
     "half-width 1.96*log_sd/sqrt(n); exact_over_normal_half_width is the inverted sign-flip CI of the same call "
-    "(10,000 flips, every pattern up to 13 pairs) over it: ~1 where runs hold many pairs, wider at K 16-32 where a "
-    "run holds 7-31 pairs (small-sample discreteness that the thousands of pairs +-1% needs do not have). Time is "
-    "the pairs' summed step seconds (not wall). log_ratio_* and adjusted_* are on the log-ratio scale (per pair log "
-    "mean B - log mean A): unadjusted on all pairs, neighbour-slope adjusted on the interior pairs (n - 2, both "
-    "charged all pairs' time). Caveat: the covariate's blocks belong to neighbouring pairs; their arms are random "
-    "and independent of this pair's, so it carries no treatment signal on average only under random order. Under a "
-    "fixed (aliased) order c = -effect + drift and the adjusted estimate is effect * (1 + beta). beta is fitted on "
-    "the observed d (which holds the effect), so the sign-flip test of no difference is exact and the CI inverts it "
-    "with beta held fixed. ab: recorded arms, trial = arm 1 (scaled gen0 threshold) over reference = arm 0 (700), "
-    "mean step time ratio; only pairs whose two blocks are all full-batch steps; with_settle charges each block its "
-    "closing gc.collect(0)."
+    "(10,000 flips, every pattern up to 13 pairs) over it: ~1 where runs hold many pairs, wider at K 16-32 where a run "
+    "holds 7-31 pairs (small-sample discreteness that the thousands of pairs +-1% needs do not have). Time is the "
+    "pairs' summed step seconds (not wall). log_ratio_* and adjusted_* are on the log-ratio scale (per pair log mean B "
+    "- log mean A): unadjusted on all pairs, neighbour-slope adjusted on the interior pairs (n - 2, both charged all "
+    "pairs' time). Caveat: the covariate's blocks belong to neighbouring pairs; their arms are random and independent "
+    "of this pair's, so it carries no treatment signal on average only under random order. Under a fixed (aliased) "
+    "order c = -effect + drift and the adjusted estimate is effect * (1 + beta). beta is fitted on the observed d "
+    "(which holds the effect), so the sign-flip test of no difference is exact and the CI inverts it with beta held "
+    "fixed. ab: recorded arms, trial = arm 1 (scaled gen0 threshold) over reference = arm 0 (700), mean step time "
+    "ratio; only pairs whose two blocks are all full-batch steps; with_settle charges each block its closing "
+    "gc.collect(0)."
 )
 
 ADJUSTED_NOTES = (
     "adjusted: benchmarks.step_adjust.adjusted_step_fit, the same estimand (ratio of sums of step seconds per step) "
     "with each unit's time-ordered contrast d_u = sum_j r_j (theta t_j[B] - a_j m(theta)) regressed on the drift "
-    "across the unit, c_u = block after minus block before (blocks of other units, random arms), beta by least "
-    "squares of sum (d - beta c)^2 = the statistic's sign-flip variance, all on the data de-treated at the tested "
-    "ratio, so the sign-flip test of every ratio is exact and the CI inverts it. plain = the same with no covariate "
-    "(lags=0: tuner.stats' ratio of sums, estimate and p-value identical; the CI de-treats time rather than scaling "
-    "amounts). Units (randomization units, orientation a fair coin each): AB = the interleaver's pairs, ABBA = "
-    "mirrored quadruples, ABAB / ABABABAB = runs of 2 / 4 alternating pairs; the test flips whole units. Per run and "
-    "seed a random 0-15 step offset is dropped first (same for every design), because the recorded runs switched "
-    "arms every 8/16 steps with a gc.collect(0) in between, which left a position profile (the step after a switch "
-    "~3-5% faster, the next 1-4 steps 4-19% slower): at the fixed phase of per_K (offset 0) one-step pairs straddle "
-    "that profile in the same way every time (fixed_phase_engine_min_per_pct: units from the run's first step, as "
-    "per_K; AB plain there is per_K's column up to the last pair, a neighbour here). Engine minutes per +-1%: the "
-    "units' step seconds x (half-width of the exact inverted CI, 10,000 flips, in log units / log 1.01)^2, medians "
-    "and ranges over 6 runs x seeds; adjusted_over_plain pairs the two on the same run, seed and signs; "
-    "*_exact_over_normal compares the inverted CI with z * sign-flip SD / slope. "
-    "calibration: non-overlapping chunks of 256 steps of consecutive units (plus one neighbour block each side) per "
-    "run and seed, 2000 flips: aa = A/A false-positive rate (p < 0.05) with a Clopper-Pearson 95% CI; mult (B's "
-    "steps x 1.01), add (B's steps + 1% of the run's median step) and halve (B's steps above twice the median lose "
-    "half their excess: an effect that lives in the heavy tail) = coverage of the chunk's true ratio (every block's "
-    "steps as B over as A), mean_log_error = mean log(estimate / truth) with its SE (unbiasedness). mult coverage "
-    "equals 1 - aa FPR by construction (an exact multiplicative null). tuner_stats_decisions_differing: "
-    "tuner.stats.ratio_of_sums_estimates on the same chunks (units' sums) vs lags=0, decisions that differ (its "
-    "Monte-Carlo flips are drawn differently). spill_1pct_measured_share: each B block adds 1% of its time to the "
-    "next block (a carry-over; the effect of running B everywhere is +1%); mean over runs and seeds of log(estimate "
-    "with spill / estimate without) / log 1.01: the share of that effect the design reports. Pairs report -0.5 "
-    "(the trial is followed by the reference 3/4 of the time), the adjustment adds beta/2 (the block after a pair "
-    "enters its covariate), alternating runs -(1 - 1/(2m)), mirrored quadruples -0.25: short blocks misattribute "
-    "carry-over in every design, alternating ones most."
+    "across the unit, c_u = block after minus block before (blocks of other units, random arms), beta by least squares "
+    "of sum (d - beta c)^2 = the statistic's sign-flip variance, all on the data de-treated at the tested ratio, so "
+    "the sign-flip test of every ratio is exact and the CI inverts it. plain = the same with no covariate (lags=0: "
+    "tuner.stats' ratio of sums, estimate and p-value identical; the CI de-treats time rather than scaling amounts). "
+    "Units (randomization units, orientation a fair coin each): AB = the interleaver's pairs, ABBA = mirrored "
+    "quadruples, ABAB / ABABABAB = runs of 2 / 4 alternating pairs; the test flips whole units. Per run and seed a "
+    "random 0-15 step offset is dropped first (same for every design), because the recorded runs switched arms every "
+    "8/16 steps with a gc.collect(0) in between, which left a position profile (the step after a switch ~3-5% faster, "
+    "the next 1-4 steps 4-19% slower): at the fixed phase of per_K (offset 0) one-step pairs straddle that profile in "
+    "the same way every time (fixed_phase_engine_min_per_pct: units from the run's first step, as per_K; AB plain "
+    "there is per_K's column up to the last pair, a neighbour here). Engine minutes per +-1%: the units' step seconds "
+    "x (half-width of the exact inverted CI, 10,000 flips, in log units / log 1.01)^2, reported as in headline (mean "
+    "over the 6 runs of per-run means over seeds, t CI over runs, min-max of the per-run figures; the figures "
+    "themselves left out for size); adjusted_over_plain (median [range]) pairs the two on the same run, seed and "
+    "signs; *_exact_over_normal compares the inverted CI with z * sign-flip SD / slope. calibration: non-overlapping "
+    "chunks of 256 steps of consecutive units (plus one neighbour block each side) per run and seed, 2000 flips: aa = "
+    "A/A false-positive rate (p < 0.05) with a Clopper-Pearson 95% CI; mult (B's steps x 1.01), add (B's steps + 1% of "
+    "the run's median step) and halve (B's steps above twice the median lose half their excess: an effect that lives "
+    "in the heavy tail) = coverage of the chunk's true ratio (every block's steps as B over as A), mean_log_error = "
+    "mean log(estimate / truth) with its SE (unbiasedness). mult coverage equals 1 - aa FPR by construction (an exact "
+    "multiplicative null). tuner_stats_decisions_differing: tuner.stats.ratio_of_sums_estimates on the same chunks "
+    "(units' sums) vs lags=0, decisions that differ (its Monte-Carlo flips are drawn differently). "
+    "spill_1pct_measured_share: each B block adds 1% of its time to the next block (a carry-over; the effect of "
+    "running B everywhere is +1%); mean over runs and seeds of log(estimate with spill / estimate without) / log 1.01: "
+    "the share of that effect the design reports. Pairs report -0.5 (the trial is followed by the reference 3/4 of "
+    "the time), the adjustment adds beta/2 (the block after a pair enters its covariate), alternating runs -(1 - "
+    "1/(2m)), mirrored quadruples -0.25: short blocks misattribute carry-over in every design, alternating ones most."
 )
 
 if __name__ == "__main__":
