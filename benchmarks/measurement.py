@@ -99,7 +99,7 @@ def main() -> None:
     estimates = []
     began = time.perf_counter()
     for i in range(comparisons):
-        arms = paired_runs(bench, {}, Pairs(min=pairs_per, max=pairs_per), objective, 1e-6, seed=i)
+        arms = paired_runs(bench, {}, Pairs(min=pairs_per, max=pairs_per), objective, None, seed=i)
         estimates.append(arms.ratio(objective.metric))
     run_level_s = time.perf_counter() - began
     fpr = false_positive_rate(estimates)
@@ -122,14 +122,13 @@ def main() -> None:
         {},
         Pairs(min=2, max=10_000),
         objective,
-        1e-9,
+        None,
         seed=99,
         on_pair=lambda n, _e: time.perf_counter() - began > budget,
     )
     run_est = runs.ratio(objective.metric)
-    step = interleaved_comparison(
-        bench, {}, {}, block_steps=16, settle=True, budget_s=budget, resolution=1e-9, min_pairs=10**9
-    )  # the grain this reference was measured with (see benchmarks/sensitivity.py for the grain chosen now)
+    # the grain this reference was measured with (see benchmarks/sensitivity.py for the grain chosen now)
+    step = interleaved_comparison(bench, {}, {}, block_steps=16, settle=True, budget_s=budget)
     assert step.estimate is not None
     result["equal_budget"] = {
         "budget_s": budget,

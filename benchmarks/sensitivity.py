@@ -61,9 +61,7 @@ def _row(estimate: RatioEstimate | None, pairs: int, elapsed_s: float, known: fl
 def _steps(
     bench: Workbench, a: StrategySet, b: StrategySet, k: int, settle: bool, budget: float, seed: int
 ) -> InterleaveResult:
-    return interleaved_comparison(
-        bench, a, b, block_steps=k, settle=settle, resolution=1e-9, budget_s=budget, min_pairs=10**9, seed=seed
-    )
+    return interleaved_comparison(bench, a, b, block_steps=k, settle=settle, budget_s=budget, seed=seed)
 
 
 def _step_row(result: InterleaveResult, delay_s: float | None) -> dict[str, Any]:
@@ -79,7 +77,7 @@ def _runs(bench: Workbench, trial: StrategySet, budget: float, step_s: float, de
     metric = "output_tokens_per_s"
     began = time.perf_counter()
     arms = paired_runs(
-        bench, trial, Pairs(min=2, max=10_000), Objective(metric=metric), 1e-9, seed=5,
+        bench, trial, Pairs(min=2, max=10_000), Objective(metric=metric), None, seed=5,
         on_pair=lambda n, _e: time.perf_counter() - began > budget,
     )  # fmt: skip
     elapsed = time.perf_counter() - began

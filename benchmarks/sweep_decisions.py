@@ -2,17 +2,20 @@
 
     python -m benchmarks.sweep_decisions [--sweeps 1000] [--out results/reference/sweep-decisions-sim.json]
 
-Drives the harness of tests/simulation.py (step blocks with per-pair SD 0.15, AR(1) host drift, heavy tails, rare
-long pauses, mirrored order) through tuner.sweep.decisions with the default design (up to 3 candidates by
-screening lower bound, confirmation sized for min_effect 1% at power 0.8, one-sided 2.5% with Holm, 4
-O'Brien-Fleming looks) and the default screening budget (120 s of steps at 89 pairs/min = 178 pairs per trial).
-Prints, and writes as JSON:
-1. the sweep-level false-winner rate under A/A with 20 trials;
-2. the power to deploy one real +2% or +1% trial among 20, against the plan's own promise;
-3. the bias of the reported (confirmation) effect with its 95% CI, and how often the reported CI covers the truth
-   (that CI inverts the sign-flip test, from 2000 flips, as the tool computes it; the screening rank and the
-   confirmation looks are estimated with a handful of flips, so their bounds are the BCa bootstrap's);
-4. the power statement for this budget, and for run-level pairs on the GPU host.
+Drives the harness of tests/simulation.py through the tool's real decision code (tuner.sweep.decisions,
+tuner.sweep.plans, tuner.sweep.power) with the default design (up to 3 candidates by screening lower bound, each
+confirmed on its own plan within its own budget, one-sided 2.5% with Holm, 4 O'Brien-Fleming looks read on each
+look's sign-flip test with the tool's 10,000 flips). The sweeps mix grains as a real space does: 8 trials in
+short step blocks (per-pair SD ~0.036, 10 pairs/s, 20 s of screening), 6 in settled GC-pacing blocks (~0.11,
+0.5 pairs/s) and 6 in run-level pairs (~0.15, a pair every 5 s), with 30 s of confirmation per candidate (the
+quickstart's budgets). Prints, and writes as JSON:
+
+1. the sweep-level false-winner rate when nothing helps;
+2. the rate of screening calls ("better"/"worse (screening, unadjusted)", as the tables print them) when nothing
+   helps, per trial and per sweep, by grain;
+3. the power to deploy one real +1% (and +2%) step-block trial among the 20, against the tool's own promise made
+   before the sweep (selection across the grains by screening lower bound, times that trial's own plan);
+4. the bias of the reported (confirmation) effect and how often its 95% CI covers the truth.
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ import numpy as np
 from rich.console import Console
 from scipy import stats
 
-from tests.simulation import PAIRS_PER_MINUTE, SCREENING_PAIRS, STEP_HOST, SweepOutcome, SweepSpec, run_sweeps
+from tests.simulation import FINE_GRAIN, GC_GRAIN, RUN_GRAIN, SimGrain, SweepOutcome, SweepSpec, run_sweeps
+from tuner.results.describe import verdict_words
 from tuner.results.files import write_json
-from tuner.sweep.decisions import Design, power_statement
+from tuner.sweep.plans import Design
 
-TRIALS = 20
-REPORT_RESAMPLES = 2000  # the reported effect's CI as the tool computes it
+GRAINS: tuple[SimGrain, ...] = (FINE_GRAIN,) * 8 + (GC_GRAIN,) * 6 + (RUN_GRAIN,) * 6
+BUDGET_S = 30.0
 
 
 def rounded(value: Any) -> Any:
@@ -49,7 +53,7 @@ def rounded(value: Any) -> Any:
 def rate(hits: int, total: int) -> dict[str, Any]:
     """A proportion with its Wilson 95% interval."""
     ci = stats.binomtest(hits, total).proportion_ci(method="wilson")
-    return {"rate": hits / total, "ci": [ci.low, ci.high], "hits": hits, "sweeps": total}
+    return {"rate": hits / total, "ci": [ci.low, ci.high], "hits": hits, "of": total}
 
 
 def mean_ci(values: list[float]) -> dict[str, Any]:
@@ -59,8 +63,23 @@ def mean_ci(values: list[float]) -> dict[str, Any]:
     return {"mean": float(arr.mean()), "ci": [float(arr.mean()) - half, float(arr.mean()) + half]}
 
 
+def screening_calls(outcomes: list[SweepOutcome]) -> dict[str, Any]:
+    """Screening "better"/"worse" calls per trial and per sweep, by grain, labelled as the tables print them."""
+    out: dict[str, Any] = {}
+    for verdict in ("better", "worse"):
+        label = verdict_words(verdict, screening=True)
+        per_grain = {}
+        for grain in dict.fromkeys(GRAINS):
+            index = [j for j, g in enumerate(GRAINS) if g == grain]
+            calls = sum(o.screening_calls[j] == verdict for o in outcomes for j in index)
+            per_grain[grain.name] = rate(calls, len(outcomes) * len(index))
+        any_call = sum(any(c == verdict for c in o.screening_calls) for o in outcomes)
+        out[label] = {"per_trial": per_grain, "sweeps_with_one": rate(any_call, len(outcomes))}
+    return out
+
+
 def summarize(outcomes: list[SweepOutcome], gain: float) -> dict[str, Any]:
-    """What the sweeps deployed, how many pairs they spent, and (with a real gain) the reported effect's error."""
+    """What the sweeps deployed, how many pairs they spent, and (with a real gain) power and the effect's error."""
     deployed = [o for o in outcomes if o.winner is not None]
     real = [o for o in deployed if o.winner_gain and o.winner_gain > 0]
     out: dict[str, Any] = {
@@ -71,20 +90,44 @@ def summarize(outcomes: list[SweepOutcome], gain: float) -> dict[str, Any]:
     if gain > 0:
         reported = [o.effect for o in real if o.effect]
         errors = [math.log(e.ratio) - math.log1p(gain) for e in reported]
+        achieved = rate(len(real), len(outcomes))
+        promised = float(np.nanmean([o.promised for o in outcomes]))
         out |= {
-            "power": rate(len(real), len(outcomes)),
-            "promised": float(np.nanmean([o.promised for o in outcomes])),
+            "power": achieved,
+            "promised": promised,
+            "promised_minus_achieved_points": 100 * (promised - achieved["rate"]),
             "selected": float(np.mean([o.selected for o in outcomes])),
-            "bias_log": mean_ci(errors),
-            "reported_ci_half_width": float(np.mean([math.log(e.ci_high / e.ci_low) / 2 for e in reported])),
-            "coverage": float(np.mean([e.ci_low <= 1 + gain <= e.ci_high for e in reported])),
+            "bias_log": mean_ci(errors) if len(errors) > 1 else None,
+            "coverage": float(np.mean([e.ci_low <= 1 + gain <= e.ci_high for e in reported])) if reported else None,
         }
+    else:
+        out["screening_calls"] = screening_calls(outcomes)
     return out
+
+
+def describe(name: str, summary: dict[str, Any]) -> str:
+    wrong = summary["false_winner"]
+    line = f"{name}: false winner {wrong['rate']:.1%} [{wrong['ci'][0]:.1%}, {wrong['ci'][1]:.1%}]"
+    if "power" in summary:
+        power = summary["power"]
+        line += (
+            f"; deployed {power['rate']:.1%} [{power['ci'][0]:.1%}, {power['ci'][1]:.1%}] against "
+            f"{summary['promised']:.1%} promised ({summary['promised_minus_achieved_points']:+.1f} points); "
+            f"selected {summary['selected']:.1%}"
+        )
+        if summary["bias_log"]:
+            bias = summary["bias_log"]
+            line += f"; effect bias {bias['mean']:+.2%} [{bias['ci'][0]:+.2%}, {bias['ci'][1]:+.2%}]"
+            line += f", CI coverage {summary['coverage']:.1%}"
+    for label, calls in summary.get("screening_calls", {}).items():
+        per_trial = ", ".join(f"{g} {r['rate']:.2%}" for g, r in calls["per_trial"].items())
+        line += f"\n  '{label}' per trial: {per_trial}; sweeps with one: {calls['sweeps_with_one']['rate']:.1%}"
+    return line + f"; confirmation pairs per candidate {summary['used_pairs']:.0f} of {summary['planned_pairs']:.0f}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sweeps", type=int, default=1000, help="simulated sweeps per scenario")
+    parser.add_argument("--sweeps", type=int, default=1000, help="simulated sweeps per scenario (x2 for +1%%)")
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--out", type=Path, default=Path("results/reference/sweep-decisions-sim.json"))
     args = parser.parse_args()
@@ -93,41 +136,31 @@ def main() -> None:
     began = time.perf_counter()
     result: dict[str, Any] = {
         "config": {
-            "trials": TRIALS,
             "sweeps": args.sweeps,
             "seed": args.seed,
-            "screening_pairs": SCREENING_PAIRS,
+            "budget_s": BUDGET_S,
             "design": vars(design),
-            "host": vars(STEP_HOST),
+            "grains": [
+                {
+                    "name": g.name,
+                    "trials": GRAINS.count(g),
+                    "pairs_per_s": g.pairs_per_s,
+                    "screening_pairs": g.screening_pairs,
+                }
+                for g in dict.fromkeys(GRAINS)
+            ],
         }
     }
-    for name, gain in (("aa", 0.0), ("gain_2pct", 0.02), ("gain_1pct", 0.01)):
-        spec = SweepSpec(gains=(gain,) + (0.0,) * (TRIALS - 1), design=design, report_resamples=REPORT_RESAMPLES)
-        result[name] = summary = summarize(run_sweeps(spec, args.sweeps, args.seed), gain)
-        wrong = summary["false_winner"]
-        line = f"{name}: false winner {wrong['rate']:.1%} [{wrong['ci'][0]:.1%}, {wrong['ci'][1]:.1%}]"
-        if gain > 0:
-            power, bias = summary["power"], summary["bias_log"]
-            line += (
-                f"; +{gain:.0%} deployed {power['rate']:.1%} [{power['ci'][0]:.1%}, {power['ci'][1]:.1%}] "
-                f"(promised {summary['promised']:.1%}, selected {summary['selected']:.1%}); reported effect bias "
-                f"{bias['mean']:+.2%} [{bias['ci'][0]:+.2%}, {bias['ci'][1]:+.2%}] against a CI half-width of "
-                f"{summary['reported_ci_half_width']:.2%}, CI coverage {summary['coverage']:.1%}"
-            )
-        line += f"; confirmation pairs per candidate {summary['used_pairs']:.0f} of {summary['planned_pairs']:.0f}"
-        console.print(line)
-
-    statements = {
-        "steps_cpu": power_statement(
-            0.15, trials=TRIALS, screening_pairs=SCREENING_PAIRS, design=design, pairs_per_minute=PAIRS_PER_MINUTE
-        ),
-        "runs_gpu": power_statement(0.13, trials=TRIALS, screening_pairs=12, design=design, pairs_per_minute=2.4),
-    }
-    result["power_statement"] = {key: s.lines() for key, s in statements.items()}
-    for key, statement in statements.items():
-        console.print(f"power statement ({key}):")
-        for text in statement.lines():
-            console.print(f"  {text}")
+    scenarios = (
+        ("aa", 0.0, args.sweeps),
+        ("step_gain_2pct", 0.02, args.sweeps),
+        ("step_gain_1pct", 0.01, 2 * args.sweeps),
+    )
+    for name, gain, sweeps in scenarios:
+        spec = SweepSpec(gains=(gain,) + (0.0,) * (len(GRAINS) - 1), grains=GRAINS, budget_s=BUDGET_S, design=design,
+                         report_flips=10_000)  # fmt: skip
+        result[name] = summary = summarize(run_sweeps(spec, sweeps, args.seed), gain)
+        console.print(describe(name, summary))
     result["seconds"] = round(time.perf_counter() - began, 1)
     write_json(args.out, rounded(result))
     console.print(f"wrote {args.out} ({result['seconds']:.0f} s)")

@@ -7,13 +7,16 @@ slows the next block whichever arm it belongs to. Pairs are ordered by :func:`tu
 random (AB/BA per pair, as before), and are analysed by the ratio of sums (:mod:`tuner.stats`, in batches);
 sweeps go through :mod:`tuner.sweep.decisions`.
 
-Small bootstrap and permutation counts inside sweeps are deliberate. Screening uses its CI only to rank (200
-resamples; its p-value is unused), and the confirmation decision reads only the standardized estimate, not the
-CI or the Monte-Carlo p-value (20 of each by default; the benchmark raises them to report the effect's CI).
+Sweeps mix ways of measuring (:class:`SimGrain`: a host, a pair rate and the pairs a screening buys), and each
+candidate is confirmed on its own plan (:mod:`tuner.sweep.plans`), as the tool does. Screening uses its CI only to
+rank (200 resamples; its p-value is unused); the confirmation decision reads the exact or Monte-Carlo sign-flip
+test of each look as the tool computes it (``confirmation_flips``, the tool's 10,000 by default), since its
+smallest p-value is part of the rule.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,21 +26,12 @@ import numpy.typing as npt
 from scipy import signal
 
 from tuner.stats import RatioEstimate, mirrored_order, ratio_of_sums_estimates
-from tuner.sweep.decisions import (
-    ConfirmationPlan,
-    Design,
-    ScreeningResult,
-    confirm,
-    plan_confirmation,
-    ranking_sd,
-    sweep_power,
-)
+from tuner.sweep.decisions import ScreeningResult, confirm, select_candidates
+from tuner.sweep.plans import Candidate, ConfirmationPlan, Design, plan_candidate, plan_confirmation
+from tuner.sweep.power import Ranking, sweep_power
 
 Order = Literal["mirrored", "random"]
 _Array = npt.NDArray[np.float64]
-
-PAIRS_PER_MINUTE = 89.0  # step-level pairs per minute on the 2-core CPU host (results/reference/measurement-cpu.json)
-SCREENING_PAIRS = 178  # the default 120 s step budget of one trial at that rate
 
 
 @dataclass(frozen=True)
@@ -129,15 +123,37 @@ def simulate_pairs(
 
 
 @dataclass(frozen=True)
+class SimGrain:
+    """One way of measuring on the fake host: its blocks, how fast its pairs come and what a screening buys."""
+
+    name: str
+    host: Host
+    pairs_per_s: float
+    screening_pairs: int
+
+
+STEP_GRAIN = SimGrain("16-step blocks", STEP_HOST, 89.0 / 60, 178)
+"""Step blocks on the 2-core CPU host (89 pairs/min, results/reference/measurement-cpu.json), 120 s of screening."""
+FINE_HOST = Host(steps=2, drop=0.0, noise_sd=0.015, drift_sd=0.05, pause_p=0.0005, pause_len=0.5)
+FINE_GRAIN = SimGrain("2-step blocks", FINE_HOST, 10.0, 200)
+"""Short step blocks: per-pair SD ~0.036 at 10 pairs/s, as the quickstart's calibrated 2-step blocks (20 s)."""
+GC_GRAIN = SimGrain("settled GC-pacing blocks", Host(steps=256, noise_sd=0.04, pause_p=0.01, pause_len=0.3), 0.5, 10)
+"""Blocks of several gen0 cycles: per-pair SD ~0.11 at 0.5 pairs/s, 20 s of screening."""
+RUN_GRAIN = SimGrain("run-level pairs", Host(steps=1, drop=0.0, drift_sd=0.1, drift_rho=0.5, noise_sd=0.03), 0.2, 8)
+"""Run-level pairs: per-pair SD ~0.15, a pair every 5 s, 8 pairs of screening."""
+
+
+@dataclass(frozen=True)
 class SweepSpec:
-    """A sweep: one gain per screened trial (the baseline aside), the screening budget and the design."""
+    """A sweep: one gain and one way of measuring per screened trial (the baseline aside), the confirmation
+    budget per candidate and the design."""
 
     gains: tuple[float, ...] = (0.0,) * 20
-    screening_pairs: int = SCREENING_PAIRS
+    grains: tuple[SimGrain, ...] = (STEP_GRAIN,) * 20
+    budget_s: float = 2000.0  # per candidate: ~2,400 pairs of STEP_GRAIN, what 1% needs at SD 0.15
     design: Design = field(default_factory=Design)
-    host: Host = STEP_HOST
-    confirmation_resamples: int = 20  # bootstrap resamples and sign flips per confirmation estimate
-    report_resamples: int | None = None  # re-estimate the reported effect with this many, as the tool reports it
+    confirmation_flips: int = 10_000  # sign flips per confirmation estimate, as the tool
+    report_flips: int | None = None  # re-estimate the reported effect's CI with this many
 
 
 @dataclass(frozen=True)
@@ -146,62 +162,112 @@ class SweepOutcome:
     winner_gain: float | None  # the winner's true ratio - 1
     effect: RatioEstimate | None  # the reported (confirmation) estimate of the winner
     selected: bool  # whether the trial with the largest gain was a candidate
-    promised: float  # the plan's own sweep power for the largest gain in the spec (nan without one)
-    planned_pairs: int  # per candidate
-    used_pairs: int  # per candidate, up to the look that stopped
+    promised: float  # the tool's own sweep power for the largest gain in the spec (nan without one)
+    planned_pairs: int  # per measured candidate, mean
+    used_pairs: int  # per measured candidate, up to the look that stopped
     looks: int
+    screening_calls: tuple[str, ...]  # every screened trial's verdict (a screening call, unadjusted)
+
+
+def _screen(spec: SweepSpec, seed: int) -> list[ScreeningResult]:
+    """Every trial screened at its grain's budget (grains batched), in trial order."""
+    gains = np.asarray(spec.gains)
+    results: dict[int, ScreeningResult] = {}
+    for g, grain in enumerate(dict.fromkeys(spec.grains)):
+        index = [j for j, mine in enumerate(spec.grains) if mine == grain]
+        data = simulate_pairs(grain.host, grain.screening_pairs, reps=len(index), gain=gains[index], seed=seed + g)
+        for j, e in zip(index, data.estimates(n_resamples=200, n_permutations=199, seed=seed), strict=True):
+            results[j] = ScreeningResult(j, True, e)
+    return [results[j] for j in range(len(spec.gains))]
 
 
 def run_sweep(spec: SweepSpec, seed: int) -> SweepOutcome:
-    """Screen every trial, plan the confirmation from the screening, confirm look by look until the decision
-    stops, as the sweep would."""
-    host, design = spec.host, spec.design
+    """Screen every trial, plan each candidate's confirmation, confirm look by look until the decision stops, as
+    the sweep would."""
+    design = spec.design
     gains = np.asarray(spec.gains)
-    screen_seed, confirm_seed = np.random.SeedSequence(seed).generate_state(2)
-    screen = simulate_pairs(host, spec.screening_pairs, reps=gains.size, gain=gains, seed=int(screen_seed))
-    estimates = screen.estimates(n_resamples=200, n_permutations=9, seed=seed)
-    screening = [ScreeningResult(j, True, e) for j, e in enumerate(estimates)]
-    plan = plan_confirmation(screening, design)
-    promised = _promise(spec, plan, ranking_sd(screening))
+    screen_seed, confirm_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(2))
+    screening = _screen(spec, screen_seed)
+    nominated = [
+        (Candidate(r.trial, {}, "steps", spec.grains[r.trial].pairs_per_s, spec.grains[r.trial].name), e.log_sd, e.n)
+        for r in select_candidates(screening, design.m)
+        if (e := r.estimate) is not None
+    ]
+    plan = plan_confirmation(nominated, budget_s=spec.budget_s, design=design)
+    promised = promise(spec)
+    calls = tuple(r.estimate.verdict if r.estimate else "not_significant" for r in screening)
     if not plan.candidates:
-        return SweepOutcome(None, None, None, False, promised, 0, 0, 0)
-
-    data = simulate_pairs(
-        host, plan.pairs, reps=len(plan.candidates), gain=gains[list(plan.candidates)], seed=int(confirm_seed)
-    )
+        return SweepOutcome(None, None, None, False, promised, 0, 0, 0, calls)
+    data = {
+        p.trial: simulate_pairs(
+            spec.grains[p.trial].host, p.pairs, reps=1, gain=gains[p.trial], seed=confirm_seed + p.trial
+        )
+        for p in plan.measured
+    }
     history: dict[int, list[RatioEstimate]] = {c: [] for c in plan.candidates}
-    for n in plan.looks:
-        draws = spec.confirmation_resamples
-        at_look = data.estimates(n, n_resamples=draws, n_permutations=draws, seed=seed + n)
-        for c, estimate in zip(plan.candidates, at_look, strict=True):
-            history[c].append(estimate)
+    rounds = max(len(p.looks) for p in plan.measured)
+    for k in range(rounds):
+        for p in plan.measured:
+            if k < len(p.looks):
+                n = p.looks[k]
+                history[p.trial] += data[p.trial].estimates(n, n_permutations=spec.confirmation_flips, seed=seed + n)
         decision = confirm(plan, screening, history)
         if decision.stop:
             break
     effect = decision.effect
-    if decision.winner is not None and spec.report_resamples:
-        row = plan.candidates.index(decision.winner)
-        draws = spec.report_resamples
-        effect = data.estimates(n, slice(row, row + 1), n_resamples=draws, n_permutations=draws)[0]
-    winner_gain = None if decision.winner is None else true_ratio(host, float(gains[decision.winner])) - 1
-    selected = int(np.argmax(gains)) in plan.candidates
-    return SweepOutcome(decision.winner, winner_gain, effect, selected, promised, plan.pairs, n, decision.look)
-
-
-def _promise(spec: SweepSpec, plan: ConfirmationPlan, noise: float) -> float:
-    best = max(spec.gains)
-    if best <= 0 or not plan.candidates:
-        return math.nan
-    return sweep_power(
-        best,
-        log_sd=plan.log_sd,
-        trials=len(spec.gains),
-        screening_pairs=spec.screening_pairs,
-        confirmation_pairs=plan.pairs,
-        design=spec.design,
-        ranking_sd=noise,
+    if decision.winner is not None and spec.report_flips:
+        n = history[decision.winner][-1].n
+        effect = data[decision.winner].estimates(n, n_permutations=spec.report_flips)[0]
+    winner_gain = (
+        None
+        if decision.winner is None
+        else true_ratio(spec.grains[decision.winner].host, float(gains[decision.winner])) - 1
     )
+    used = [history[p.trial][-1].n for p in plan.measured if history[p.trial]]
+    return SweepOutcome(
+        decision.winner,
+        winner_gain,
+        effect,
+        int(np.argmax(gains)) in plan.candidates,
+        promised,
+        int(np.mean([p.pairs for p in plan.measured])),
+        int(np.mean(used)) if used else 0,
+        decision.look,
+        calls,
+    )
+
+
+def nominal_sd(grain: SimGrain) -> float:
+    """The per-pair SD of ``grain``, as a long calibration would measure it (cached by host)."""
+    return _nominal_sd(grain.host)
+
+
+@functools.cache
+def _nominal_sd(host: Host) -> float:
+    estimates = simulate_pairs(host, 4000, reps=8, seed=1).estimates(n_resamples=20, n_permutations=9)
+    return float(np.sqrt(np.mean([e.log_sd**2 for e in estimates])))
+
+
+def promise(spec: SweepSpec) -> float:
+    """What the tool promises before the sweep for the spec's largest gain: selection among every trial by
+    screening lower bound at each grain's noise, times the confirmation power of that trial's own plan."""
+    best = int(np.argmax(spec.gains))
+    gain = spec.gains[best]
+    if gain <= 0:
+        return math.nan
+    grain = spec.grains[best]
+    m = min(spec.design.m, len(spec.gains))
+    candidate = Candidate(best, {}, "steps", grain.pairs_per_s, grain.name)
+    plan = plan_candidate(candidate, nominal_sd(grain), 10**6, budget_s=spec.budget_s, m=m, design=spec.design)
+    rankings = [Ranking.of(nominal_sd(g), g.screening_pairs) for g in spec.grains]
+    return sweep_power(gain, plan, rankings[best], rankings[:best] + rankings[best + 1 :])
 
 
 def run_sweeps(spec: SweepSpec, reps: int, seed: int) -> list[SweepOutcome]:
     return [run_sweep(spec, seed * 100_003 + r) for r in range(reps)]
+
+
+def confirmation_plan(log_sd: float, pairs_per_s: float, budget_s: float, design: Design) -> ConfirmationPlan:
+    """One candidate's plan at a per-pair SD and pair rate (for tests of the sequential rule)."""
+    candidate = Candidate(0, {}, "steps", pairs_per_s, "test grain")
+    return plan_confirmation([(candidate, log_sd, 10**6)], budget_s=budget_s, design=design)

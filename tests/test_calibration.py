@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from tuner.calibration import (
     save_calibration,
 )
 from tuner.errors import UserError
-from tuner.grain import DEFAULT_BLOCK_STEPS, GC_BLOCK_STEPS, grain_for
+from tuner.grain import DEFAULT_BLOCK_STEPS, MIN_GC_PAIRS, GcCycles, grain_for
 
 
 def record(recommended: int = 2, steps_per_gen0: float | None = 50.0) -> Calibration:
@@ -88,9 +89,17 @@ def test_the_grain_follows_the_calibration_and_paces_gc_strategies_in_settled_bl
     assert grain_for(plain, record(recommended=4)).block_steps == 4
     assert grain_for(plain, record(recommended=4), block_steps=8).block_steps == 8  # the experiment decides
     gc = {"gc_threshold": {"gen0_per_seq": 64}}
-    paced = grain_for(gc, record(steps_per_gen0=50.0))
-    assert paced.settle and paced.block_steps == 64 and "paces the collector" in paced.why  # 8 x 50, capped
-    assert "1.3 gen0 cycles of 50 steps" in paced.why  # the cap says what it costs
-    assert grain_for(gc, record(steps_per_gen0=3.0)).block_steps == 32  # 8 x 3 = 24 -> 32
-    assert grain_for(gc, None).block_steps == GC_BLOCK_STEPS[0]  # no GC rate measured: the lower end
+    unmeasured = grain_for(gc, record(steps_per_gen0=50.0))
+    assert unmeasured.settle and "paces the collector" in unmeasured.why and "slower arm" in unmeasured.why
+    # Blocks of 8 cycles of the slower arm, measured alone: no cap overrides the pacing they measure.
+    cycles = GcCycles(reference_steps=50.0, trial_steps=212.0, reference_seen=True, trial_seen=True, step_s=0.001)
+    paced = grain_for(gc, record(recommended=2), cycles=cycles, budget_s=60.0)
+    assert (paced.block_steps, paced.settle, paced.run_level) == (8 * 212, True, False)
+    assert "212 steps (trial)" in paced.why
+    # Where the budget cannot hold MIN_GC_PAIRS such pairs (20 ms steps: 68 s a pair), run level, saying why.
+    slow = replace(cycles, step_s=0.02)
+    runs = grain_for(gc, None, cycles=slow, budget_s=20.0)
+    assert runs.run_level and "run-level pairs" in runs.why and f"fewer than {MIN_GC_PAIRS}" in runs.why
+    unseen = replace(cycles, trial_steps=300.0, trial_seen=False)
+    assert "> 300 steps (trial)" in grain_for(gc, None, cycles=unseen, budget_s=1e6).why
     assert grain_for({**gc, **plain}, record(recommended=1, steps_per_gen0=None)).settle  # one pacing strategy

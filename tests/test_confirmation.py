@@ -162,13 +162,16 @@ def test_a_real_gain_is_confirmed_on_fresh_pairs_and_written_as_the_winner(tmp_p
 
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage")
 def test_without_a_real_gain_no_winner_is_written_and_the_shortfall_is_said(tmp_path: Path) -> None:
-    sweep, _ = swept(tmp_path, {}, budget_s=60)
+    sweep, _ = swept(tmp_path, {}, budget_s=120)
     summary = summarize_study(sweep.study, sweep.experiment, sweep)
     assert not summary["winner"]["confirmed"] and summary["winner"]["strategies"] == {}
     assert summary["winner"]["reason"].startswith("no confirmed winner")
     confirmation = summary["confirmation"]
-    assert any("cannot reach min_effect" in line for line in confirmation["power"]["lines"])
-    assert confirmation["mde_spent"] > 0.01 and "could detect" in confirmation["mde_note"]
+    plans = confirmation["plan"]  # each candidate's own plan: its pairs, noise, grain and MDE
+    assert plans and all(p["pairs"] >= 8 and p["method"] == "runs" and p["mde"] > 0.01 for p in plans)
+    assert any("out of this budget's reach" in line for line in confirmation["power"]["lines"])
+    spent = confirmation["mde_spent"]
+    assert spent and all(v > 0.01 for v in spent.values()) and "could detect" in confirmation["mde_note"]
     out = tmp_path / "out"
     out.mkdir()
     (out / "winner.yaml").write_text("stale")
@@ -204,7 +207,7 @@ def test_an_engine_arg_gain_is_screened_and_confirmed_by_restart_pairs(tmp_path:
     assert all({s[0]["max_num_seqs"] for s in screened[i : i + 2]} == {16, 32} for i in range(0, 12, 2))
     assert [s[0]["max_num_seqs"] for s in screened[1:11:2]] == [s[0]["max_num_seqs"] for s in screened[2:12:2]]
     said = summary["power"]["before_screening"]["lines"]
-    assert any(line.startswith("engine.max_num_seqs: compared by restart pairs (6-6 start pairs") for line in said)
+    assert any("engine.max_num_seqs: compared by restart pairs (6-6 start pairs" in line for line in said)
     winner = summary["winner"]
     assert winner["confirmed"] and winner["engine"] == {"max_num_seqs": 32}
     assert winner["effect"] is not None and winner["effect"]["ci_low"] <= 1.10 <= winner["effect"]["ci_high"]
@@ -289,16 +292,18 @@ def test_looks_stop_early_for_a_large_gain_and_estimates_use_exactly_the_planned
 
     record = run_confirmation([screening_row(1, 0.20), screening_row(2, 0.0)], exp.search, measure)
     decision = record["decision"]
-    assert decision["winner"] == 1 and decision["look"] < len(record["plan"]["looks"])  # stopped early
-    looks = record["plan"]["looks"]
-    assert all(done + wanted == looks[k] for k, (_, done, wanted) in enumerate(asked[::2]))
+    looks = {p["trial"]: p["looks"] for p in record["plan"]}
+    assert decision["winner"] == 1 and decision["look"] < len(looks[1])  # stopped early
+    for trial in (1, 2):  # each candidate asked for exactly the pairs its next look needs
+        mine = [(done, wanted) for t, done, wanted in asked if t == trial]
+        assert all(done + wanted == looks[trial][k] for k, (done, wanted) in enumerate(mine))
 
 
 def test_paired_runs_go_in_mirrored_order_and_continue_it(tmp_path: Path) -> None:
     bench = FakeBench(experiment(tmp_path), {})
     objective = Objective(metric="output_tokens_per_s")
-    paired_runs(bench, {"gc_freeze": {}}, Pairs(min=4, max=4), objective, 1e-9, seed=5)  # type: ignore[arg-type]
-    paired_runs(bench, {"gc_freeze": {}}, Pairs(min=4, max=4), objective, 1e-9, seed=5, first_pair=4)  # type: ignore[arg-type]
+    paired_runs(bench, {"gc_freeze": {}}, Pairs(min=4, max=4), objective, None, seed=5)  # type: ignore[arg-type]
+    paired_runs(bench, {"gc_freeze": {}}, Pairs(min=4, max=4), objective, None, seed=5, first_pair=4)  # type: ignore[arg-type]
     runs = bench.runs
     assert len(runs) == 16
     assert all(runs[i] == runs[i + 1] for i in range(1, 15, 2))  # ABBA...: each pair starts where the last ended

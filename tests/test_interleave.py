@@ -14,6 +14,7 @@ from tuner.engine import EngineSession
 from tuner.interleave import (
     InterleaveResult,
     _estimate,
+    _gen0_per_1000_steps,
     block_mean,
     comparable_batch_size,
     interleaved_comparison,
@@ -36,6 +37,7 @@ def block(
         "running": running,
         "tokens": tokens,
         "gc_s": [0.0] * len(dt),
+        "gen0": 0,
         "settle_s": settle,
         "washout": washout,
     }
@@ -100,7 +102,7 @@ def step_once(interleaver: StepInterleaver, scheduler: FakeScheduler) -> Any:
 def test_each_batch_carries_its_blocks_arm_and_the_block_end_carries_the_settle() -> None:
     switched: list[dict[str, Any]] = []
     step_arms = StepArms(switched.append)
-    interleaver = StepInterleaver(step_arms, lambda: 0.0)
+    interleaver = StepInterleaver(step_arms, lambda: (0.0, 0))
     a, b = {"known_delay": {"worker_ms": 0.0}}, {"known_delay": {"worker_ms": 1.0}}
     step_arms.start(a, b)  # as every engine process does on interleave_start
     interleaver.start(interleave_start(a, b, block_steps=2, seed=0, settle=True), batch_queue=False)
@@ -115,6 +117,31 @@ def test_each_batch_carries_its_blocks_arm_and_the_block_end_carries_the_settle(
     interleaver.around_step(SimpleNamespace(scheduler=scheduler), lambda: interleaver.tag(idle))
     blocks = interleaver.drain()["blocks"]
     assert [len(b["dt"]) for b in blocks] == [2] * 4  # an idle poll is not a step of any block
+
+
+def test_each_block_counts_the_gen0_collections_of_its_steps_and_not_its_settle() -> None:
+    """Arm B collects every step, arm A every fourth: each block counts the collections its steps made (the clock
+    moves only inside a step here), and the comparison reports them per arm per 1,000 steps, as the GC-pacing
+    check compares with each arm alone."""
+    gen0 = [0]
+    interleaver = StepInterleaver(StepArms(lambda _: None), lambda: (0.0, gen0[0]))
+    interleaver.start(interleave_start({}, {"x": {}}, block_steps=4, seed=0, settle=True), batch_queue=False)
+    scheduler = FakeScheduler(8, 8)
+    for _ in range(16):
+        arm = interleaver.block["arm"]
+        steps_in = len(interleaver.block["dt"])
+
+        def step(arm: str = arm, steps_in: int = steps_in) -> None:
+            interleaver.tag(scheduler.output)
+            gen0[0] += 1 if arm == "B" or steps_in == 3 else 0
+
+        interleaver.around_step(SimpleNamespace(scheduler=scheduler), step)
+    blocks = interleaver.drain()["blocks"]
+    assert [b["gen0"] for b in blocks if b["arm"] == "B"] == [4, 4] and [
+        b["gen0"] for b in blocks if b["arm"] == "A"
+    ] == [1, 1]
+    assert _gen0_per_1000_steps(blocks, "A") == 250 and _gen0_per_1000_steps(blocks, "B") == 1000
+    assert _gen0_per_1000_steps([], "A") is None
 
 
 def test_a_worker_applies_each_batchs_arm_and_settles_after_the_block_end() -> None:
@@ -133,7 +160,7 @@ def test_a_worker_applies_each_batchs_arm_and_settles_after_the_block_end() -> N
 
 
 def test_with_a_batch_queue_each_block_gets_one_washout_step() -> None:
-    interleaver = StepInterleaver(StepArms(lambda _: None), lambda: 0.0)
+    interleaver = StepInterleaver(StepArms(lambda _: None), lambda: (0.0, 0))
     interleaver.start(interleave_start({}, {}, block_steps=3, seed=0, settle=False), batch_queue=True)
     scheduler = FakeScheduler(8, 8)
     for _ in range(16):
@@ -263,7 +290,7 @@ def test_a_known_host_delay_is_measured_with_its_size_on_each_side(
 
 def arm_share_by_phase(block_steps: int, cycle: int, steps: int) -> list[float]:
     """Share of arm A among the steps at each phase of a batch cycle of ``cycle`` steps."""
-    interleaver = StepInterleaver(StepArms(lambda _: None), lambda: 0.0)
+    interleaver = StepInterleaver(StepArms(lambda _: None), lambda: (0.0, 0))
     interleaver.start(interleave_start({}, {}, block_steps=block_steps, seed=11, settle=False), batch_queue=False)
     scheduler = FakeScheduler(16, 16)
     a_steps = [0] * cycle

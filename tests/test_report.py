@@ -153,7 +153,11 @@ def test_sweep_markdown_mentions_every_trial_and_verdict(
         if trial["is_baseline"]:
             assert "baseline" in row
         elif trial["verdict"]:
-            assert f"| {trial['verdict']} |" in row
+            said = {"better": "better (screening, unadjusted)", "worse": "worse (screening, unadjusted)"}
+            words = said.get(
+                trial["verdict"], "no difference" if trial["verdict"] == "no_difference" else "not significant"
+            )
+            assert f"| {words}" in row  # a screening call says it is one
             ratio = trial["ratios"]["output_tokens_per_s"]
             assert f"{ratio['ratio']:.3f} [{ratio['ci_low']:.3f}, {ratio['ci_high']:.3f}]" in row
     assert "**no**" in rows[3]  # infeasible
@@ -295,7 +299,8 @@ def test_compare_same_data_is_no_difference(tmp_path: Path, run_data: dict[str, 
     a = write_json(tmp_path / "a" / "run.json", _run_with(run_data, JITTER, 1.0, 1.0))
     result = compare(load_side(str(a)), load_side(str(a)), n_resamples=FAST)
     for row in result["metrics"]:
-        assert row["ratio"] == pytest.approx(1.0) and row["verdict"] == "no_difference", row["metric"]
+        # Unpaired and without an equivalence margin: never more than "not significant".
+        assert row["ratio"] == pytest.approx(1.0) and row["verdict"] == "not_significant", row["metric"]
 
 
 def test_compare_sweep_trials_and_too_few_repetitions(

@@ -1,9 +1,9 @@
 """The statistics and the sweep's decisions on a simulated host (tests/simulation.py): error rates that can fail.
 
 Every rate is asserted with enough replicates to catch the failure it guards against; each test states its
-error rates. Seeds are fixed, so a run is reproducible. The sweeps size confirmation for a 2% gain
-(``Design(min_effect=0.02)``, ~600 pairs per candidate) to stay in seconds: the error control does not depend on
-the size, and ``benchmarks/sweep_decisions.py`` runs the default 1% design.
+error rates. Seeds are fixed, so a run is reproducible. To stay in seconds the sweeps here confirm with 1,000 sign
+flips per look (the tool uses 10,000: fewer flips only cap the statistic lower, so an early look stops less often)
+and budgets of a few hundred pairs; ``benchmarks/sweep_decisions.py`` runs the default design with the tool's flips.
 """
 
 from __future__ import annotations
@@ -14,29 +14,42 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from scipy import stats
-from simulation import STEP_HOST, Host, Order, SweepSpec, run_sweeps, simulate_pairs, true_ratio
+from simulation import (
+    FINE_GRAIN,
+    GC_GRAIN,
+    RUN_GRAIN,
+    STEP_HOST,
+    Host,
+    Order,
+    SweepSpec,
+    confirmation_plan,
+    run_sweeps,
+    simulate_pairs,
+    true_ratio,
+)
 
+from tuner.paired_estimate import pairs_estimate
 from tuner.stats import RatioEstimate, boundary_crossing, obf_constant, paired_ratio, pairs_needed
 from tuner.sweep.decisions import (
-    ConfirmationPlan,
-    Design,
     ScreeningResult,
+    bounded_gain,
     confirm,
     gain_bounds,
     non_inferiority,
-    plan_confirmation,
-    pooled_log_sd,
-    power_statement,
     select_candidates,
+    sign_flip_z,
     slo,
-    spend_budget,
 )
+from tuner.sweep.plans import CONFIRMATION_PACE, Candidate, ConfirmationPlan, Design, least_pairs, plan_confirmation
+from tuner.sweep.power import Ranking, confirmation_lines, selection_chance
 
-SWEEP_DESIGN = Design(min_effect=0.02)
+FLIPS = 1000  # sign flips per confirmation look in these tests (see the module docstring)
+MIXED = (FINE_GRAIN,) * 4 + (GC_GRAIN,) * 3 + (RUN_GRAIN,) * 3
+"""Ten trials measured three ways: short step blocks, settled GC-pacing blocks and run-level pairs."""
 
 
 def _estimate(low: float, ratio: float, high: float, *, n: int = 200, higher_is_better: bool = True) -> RatioEstimate:
-    return RatioEstimate(ratio, low, high, 0.5, n, 0.15, "ratio_of_sums", higher_is_better, "no_difference")
+    return RatioEstimate(ratio, low, high, 0.5, n, 0.15, "ratio_of_sums", higher_is_better, "not_significant")
 
 
 def aa_limit(comparisons: int, nominal: float) -> int:
@@ -105,21 +118,21 @@ def test_ratio_of_sums_finds_a_tail_effect_that_median_and_wilcoxon_miss() -> No
 
 
 def _one_candidate_plan() -> ConfirmationPlan:
-    """A confirmation of one candidate sized for +3% at per-pair SD 0.15, 4 looks (~210 pairs)."""
-    pilot = RatioEstimate(1.0, 0.99, 1.01, 1.0, 1000, 0.15, "ratio_of_sums", True, "no_difference")
-    plan = plan_confirmation([ScreeningResult(0, True, pilot)], Design(m=1, min_effect=0.03))
-    assert plan.candidates == (0,) and plan.pairs == pairs_needed(0.15, 0.03, looks=4)
+    """One candidate's confirmation holding what +3% needs at per-pair SD 0.15 over 4 looks (~210 pairs)."""
+    needed = pairs_needed(0.15, 0.03, looks=4)
+    plan = confirmation_plan(0.15, 1.0, (needed + 0.5) / CONFIRMATION_PACE, Design(m=1, min_effect=0.03))
+    assert plan.candidates == (0,) and plan.plans[0].pairs == needed and len(plan.plans[0].looks) == 4
     return plan
 
 
 def _sequential_runs(plan: ConfirmationPlan, gain: float, reps: int, seed: int) -> tuple[int, list[int]]:
-    """The candidate confirmed look by look until the decision stops: rejections, and the look each stopped at.
-    (The decision reads the standardized estimate, so tiny bootstrap and permutation counts suffice.)"""
-    data = simulate_pairs(STEP_HOST, plan.pairs, reps=reps, seed=seed, gain=gain)
-    at_looks = [data.estimates(n, n_resamples=20, n_permutations=9, seed=seed) for n in plan.looks]
+    """The candidate confirmed look by look until the decision stops: rejections, and the look each stopped at."""
+    looks = plan.plans[0].looks
+    data = simulate_pairs(STEP_HOST, looks[-1], reps=reps, seed=seed, gain=gain)
+    at_looks = [data.estimates(n, n_permutations=FLIPS, seed=seed) for n in looks]
     rejected, stopped = 0, []
     for rep in range(reps):
-        for look in range(len(plan.looks)):
+        for look in range(len(looks)):
             decision = confirm(plan, [], {0: [at_looks[k][rep] for k in range(look + 1)]})
             if decision.stop:
                 break
@@ -129,48 +142,142 @@ def _sequential_runs(plan: ConfirmationPlan, gain: float, reps: int, seed: int) 
 
 
 def test_group_sequential_rule_keeps_the_nominal_rate_under_aa() -> None:
-    """O'Brien-Fleming over 4 looks at one-sided 2.5%, A/A on the heavy-tailed drifting host: 800 confirmations
-    reject within the 1%..99% binomial band around 2.5% (a true 5% is caught with >= 85% chance), and almost
-    all run to the last look."""
+    """O'Brien-Fleming over 4 looks at one-sided 2.5% on the sign-flip test of each look, A/A on the heavy-tailed
+    drifting host: 800 confirmations reject at most at the 99% binomial limit around 2.5% (a true 5% is caught
+    with >= 85% chance), and almost all run to the last look."""
     reps = 800
     rejected, stopped = _sequential_runs(_one_candidate_plan(), 0.0, reps, seed=8)
     assert guard_power(reps, 0.025, 0.05) >= 0.85
-    assert stats.binom.ppf(0.01, reps, 0.025) <= rejected <= aa_limit(reps, 0.025), rejected
+    assert rejected <= aa_limit(reps, 0.025), rejected
     assert np.mean(np.array(stopped) == 4) >= 0.98
 
 
 def test_group_sequential_rule_stops_early_on_a_clear_effect() -> None:
     """A true +6% (twice the 3% it is sized for): 200 confirmations all succeed, and they stop by the second of 4
-    looks as often as the boundary-crossing calculation says (within 10 points, 3 SE)."""
+    looks as often as the boundary-crossing calculation says (within 10 points, 3 SE: the first look's boundary,
+    4.05, is beyond what 1,000 flips can show, and such paths cross at the second)."""
     reps = 200
     plan = _one_candidate_plan()
     rejected, stopped = _sequential_runs(plan, 0.06, reps, seed=9)
-    drift = math.log(1.06) * math.sqrt(plan.pairs) / 0.15
-    by_second = boundary_crossing(obf_constant(0.025, plan.fractions), plan.fractions[:2], drift)
+    fractions = plan.plans[0].fractions
+    drift = math.log(1.06) * math.sqrt(plan.plans[0].pairs) / 0.15
+    by_second = boundary_crossing(obf_constant(0.025, fractions), fractions[:2], drift)
     assert rejected >= 0.97 * reps
     assert np.mean(np.array(stopped) <= 2) == pytest.approx(by_second, abs=0.10)
     assert np.mean(stopped) < 3
 
 
-def test_sweep_false_winner_rate_under_aa_with_20_trials() -> None:
-    """20 trials that change nothing, screening then confirmation of 3 candidates with Holm: a winner in at most
-    5% of 200 sweeps (expected ~2.5%: exceeded with ~1.4% chance; a true 10% passes with 0.6% chance)."""
-    outcomes = run_sweeps(SweepSpec(design=SWEEP_DESIGN), reps=200, seed=10)
+def test_sweep_false_winner_rate_under_aa_with_mixed_grains() -> None:
+    """Ten trials that change nothing, measured three ways, each candidate confirmed on its own plan with Holm:
+    a winner in at most 5% of 200 sweeps (the level is 2.5%: exceeded with ~1.4% chance; a true 10% passes with
+    0.6% chance)."""
+    spec = SweepSpec(gains=(0.0,) * len(MIXED), grains=MIXED, budget_s=30, confirmation_flips=FLIPS)
+    outcomes = run_sweeps(spec, reps=200, seed=10)
     assert sum(o.winner is not None for o in outcomes) <= 10
 
 
-def test_sweep_confirms_a_real_gain_at_the_promised_rate() -> None:
-    """One trial truly +2% among 20: it is deployed as often as the plan's own power calculation (selection among
-    20 by screening lower bound, times confirmation power) promises, within 5 points over 500 sweeps (SE ~2.2
-    points: a correct promise fails ~3% of the time, one 10 points off passes < 1%), and a null trial is rarely
-    deployed instead."""
-    spec = SweepSpec(gains=(0.02,) + (0.0,) * 19, design=SWEEP_DESIGN)
-    outcomes = run_sweeps(spec, reps=500, seed=11)
+def test_sweep_confirms_a_real_gain_at_the_promised_rate_beside_other_grains() -> None:
+    """One short-step-block trial truly +0.7% among ten measured three ways, 30 s per candidate: it is deployed as
+    often as the tool's own power calculation (selection by screening lower bound across the grains, times the
+    confirmation power of its own plan) promises, within 6 points over 400 sweeps (SE ~2.4 points: a correct
+    promise fails ~1% of the time, one 10 points off passes ~5%), and a null trial is rarely deployed instead."""
+    gains = (0.007,) + (0.0,) * (len(MIXED) - 1)
+    spec = SweepSpec(gains=gains, grains=MIXED, budget_s=30, confirmation_flips=FLIPS)
+    outcomes = run_sweeps(spec, reps=400, seed=11)
     found = np.mean([o.winner == 0 for o in outcomes])
     promised = np.nanmean([o.promised for o in outcomes])
-    assert found == pytest.approx(promised, abs=0.05), (found, promised)
-    assert 0.3 < promised < 0.9  # both selection and confirmation matter at this budget
+    assert found == pytest.approx(promised, abs=0.06), (found, promised)
+    assert 0.3 < promised < 0.95
     assert np.mean([o.winner not in (None, 0) for o in outcomes]) <= 0.025
+
+
+# ------------------------------------------------------------------------------------- plans
+
+
+def _nominate(*rows: tuple[int, float, float, int]) -> list[tuple[Candidate, float, int]]:
+    """(trial, per-pair SD, pairs per second, screening pairs) -> nominated candidates."""
+    return [(Candidate(t, {}, "steps", rate, f"grain {t}"), sd, n) for t, sd, rate, n in rows]
+
+
+def test_each_candidate_spends_its_own_budget_at_its_own_pace() -> None:
+    """A 2-step-block candidate beside two slow GC-pacing ones (the quickstart's case): one plan for all gave it 8
+    pairs, 0.64 s of its 30 s; its own plan holds what 30 s buy at its rate and detects under 1.5%."""
+    plan = plan_confirmation(
+        _nominate((1, 0.038, 10.0, 200), (2, 0.1, 0.2, 10), (3, 0.1, 0.2, 10)), budget_s=30, design=Design(looks=2)
+    )
+    fast, slow, _ = plan.plans
+    assert fast.pairs == int(CONFIRMATION_PACE * 30 * 10.0) and slow.pairs == int(CONFIRMATION_PACE * 30 * 0.2)
+    assert fast.budget_s == slow.budget_s == 30  # the same budget each, not the same pairs
+    assert fast.looks == (120, 240) and fast.fractions == (0.5, 1.0)
+    assert not slow.measurable and plan.candidates == (1,) and fast.m == 1  # Holm over those that can be confirmed
+    assert fast.mde < 0.015 and fast.mde_upper > fast.mde
+    assert fast.needed is not None and fast.needed < fast.pairs
+    assert "not measured" in "\n".join(confirmation_lines(plan))
+
+
+def test_measurability_is_the_exact_tests_smallest_p() -> None:
+    """The exact one-sided sign-flip test's smallest p is 2^-n: a plan is measured only when that can reach the
+    last look's level (one look at 2.5%: 6 pairs; Holm's first step over 3 with 4 looks: 8)."""
+    assert least_pairs(0.025, 1) == 6 and least_pairs(0.025 / 3, 4) == 8
+    plan = plan_confirmation(_nominate((1, 0.1, 1.0, 50)), budget_s=6 / CONFIRMATION_PACE, design=Design(looks=1))
+    assert plan.plans[0].pairs == 6 and plan.candidates == (1,)
+    fewer = plan_confirmation(_nominate((1, 0.1, 1.0, 50)), budget_s=5 / CONFIRMATION_PACE, design=Design(looks=1))
+    assert fewer.candidates == () and "none of 1 candidate(s) can be confirmed" in confirm(fewer, [], {}).reason
+
+
+def test_few_consistent_pairs_cannot_confirm_and_a_winner_is_always_bounded() -> None:
+    """Five consistent single-step pairs (+3.5%, SD 0.015, the quickstart's false winner): the t statistic read
+    before gave p 0.003; the exact sign-flip test cannot go below 1/32, so no look of such a plan confirms, and its
+    95% interval is unbounded. With more consistent pairs the same gain is confirmed, with a bounded interval on the
+    gain side that agrees with the decision."""
+    rng = np.random.default_rng(1)
+    screening = [ScreeningResult(1, True, _estimate(1.0, 1.03, 1.06))]
+
+    def decide(n: int) -> tuple[ConfirmationPlan, RatioEstimate, int | None]:
+        plan = confirmation_plan(0.015, 1.0, n / CONFIRMATION_PACE, Design(m=1, looks=1))
+        ref = np.full(n, 1.0)
+        trial = ref / 1.035 * np.exp(rng.normal(0, 0.015, n))  # step seconds: the trial's are 3.5% shorter
+        estimate = pairs_estimate([(1.0, t, 1.0, r) for t, r in zip(trial, ref, strict=True)], "output_tokens_per_s")
+        return plan, estimate, confirm(plan, screening, {0: [estimate]}).winner
+
+    plan, few, winner = decide(5)
+    assert few.p_value >= 1 / 16 and sign_flip_z(few) <= 1.87 and winner is None and not bounded_gain(few)
+    assert plan.candidates == ()  # 5 pairs cannot reach one-sided 2.5%: not even measured
+    plan, enough, winner = decide(12)
+    assert winner == 0 and bounded_gain(enough) and enough.ci_low > 1.0 and enough.ci_high < 1.2
+
+
+def test_a_confirmed_candidate_needs_its_latest_interval_on_the_gain_side() -> None:
+    """Decision and printed interval agree: a Holm-significant sequence whose latest look's interval reaches 1 is
+    not confirmed."""
+    plan = confirmation_plan(0.1, 1.0, 2000, Design(m=1, looks=2))
+    first, last = plan.plans[0].looks
+    strong = replace(_estimate(1.05, 1.1, 1.15, n=first), p_value=1e-6)
+    touching = replace(_estimate(0.999, 1.02, 1.04, n=last), p_value=0.04)
+    assert confirm(plan, [], {0: [strong]}).winner == 0
+    decision = confirm(plan, [], {0: [strong, touching]})
+    assert decision.rows[0].p_holm <= 0.025 and decision.winner is None and decision.stop
+
+
+def test_sign_flip_z_reads_the_gain_side_of_the_two_sided_test() -> None:
+    up = replace(_estimate(1.01, 1.03, 1.05), p_value=0.02)
+    assert sign_flip_z(up) == pytest.approx(stats.norm.isf(0.01))
+    down = replace(_estimate(0.95, 0.97, 0.99), p_value=0.02)
+    assert sign_flip_z(down) == pytest.approx(stats.norm.isf(0.99))
+    latency = replace(_estimate(0.95, 0.97, 0.99, higher_is_better=False), p_value=0.02)  # shorter: a gain
+    assert sign_flip_z(latency) > 2
+    assert sign_flip_z(replace(up, p_value=float("nan"))) == 0.0
+    with pytest.raises(ValueError, match="ratio of sums"):
+        sign_flip_z(replace(up, statistic="median"))
+
+
+def test_selection_chance_across_grains() -> None:
+    """A precise trial's gain is selected against noisy ones far more often than among equally precise ones; with
+    no more trials than candidates selection is certain."""
+    precise, noisy = Ranking.of(0.04, 200), Ranking.of(0.2, 8)
+    assert selection_chance(0.01, precise, [noisy] * 9, 3) > selection_chance(0.01, precise, [precise] * 9, 3)
+    assert selection_chance(0.01, noisy, [precise] * 2, 3) == 1.0
+    assert 0.0 < selection_chance(0.0, precise, [precise] * 9, 3) == pytest.approx(0.3, abs=0.03)  # 3 of 10 by chance
 
 
 # ------------------------------------------------------------------------------------- decision rules
@@ -190,44 +297,14 @@ def test_candidates_rank_by_lower_bound_and_skip_the_wrong_side() -> None:
     assert gain_bounds(_estimate(0.9, 1.0, 1.2, higher_is_better=False)) == pytest.approx((1 / 1.2, 1.0, 1 / 0.9))
 
 
-def test_plan_pools_the_screening_noise_and_sizes_for_min_effect() -> None:
-    screening = [ScreeningResult(i, True, _estimate(0.99, 1.0 + i / 100, 1.05, n=101)) for i in range(5)]
-    assert pooled_log_sd(screening) == pytest.approx(0.15)
-    plan = plan_confirmation(screening, Design(m=3, min_effect=0.01, looks=4))
-    assert plan.candidates == (4, 3, 2)
-    assert plan.pairs == pairs_needed(0.15, 0.01, m=3, looks=4)
-    assert plan.looks[-1] == plan.pairs and len(plan.looks) == 4 and plan.fractions[-1] == 1.0
-    assert plan.mde == pytest.approx(0.01, abs=1e-4)
-    capped = plan_confirmation(screening, Design(max_pairs=500))
-    assert capped.pairs == 500 and capped.mde > 0.01
-    nothing = plan_confirmation([ScreeningResult(0, False, _estimate(1.0, 1.1, 1.2))])
-    assert nothing.candidates == () and nothing.pairs == 0
-    # The budget is spent when min_effect needs fewer pairs (a drifting host's short screening understates noise).
-    needed = plan_confirmation(screening, Design(m=3, min_effect=0.01, looks=2, max_pairs=plan.pairs * 3))
-    spent = spend_budget(needed)
-    assert needed.pairs == pairs_needed(0.15, 0.01, m=3, looks=2) and spent.pairs == plan.pairs * 3
-    assert spent.looks == (math.ceil(spent.pairs / 2), spent.pairs) and spent.mde < needed.mde
-    assert spend_budget(capped) == capped and spend_budget(nothing) == nothing  # never shrunk, nothing to grow
-    decision = confirm(nothing, [], {})
-    assert decision.winner is None and decision.stop and "no feasible candidate" in decision.reason
-
-
-def test_a_trial_not_nominated_does_not_size_the_others_confirmation() -> None:
-    """The plan's noise is the candidates' own: a wild configuration ranked out (a spin window of 0 scattered its
-    pairs with log SD 1.05) would otherwise promise a confirmation far blunter than the one it gets."""
-    calm = [ScreeningResult(i, True, _estimate(0.99, 1.0 + i / 100, 1.05, n=101)) for i in range(3)]
-    wild = ScreeningResult(9, True, replace(_estimate(0.15, 0.4, 0.97, n=10), log_sd=1.05))
-    plan = plan_confirmation([*calm, wild], Design(m=3, min_effect=0.01, looks=2))
-    assert 9 not in plan.candidates and len(plan.candidates) == 3
-    assert plan.log_sd == pytest.approx(0.15) and pooled_log_sd([*calm, wild]) > 0.2
-    assert plan.pairs == pairs_needed(0.15, 0.01, m=3, looks=2)
-
-
 def test_confirm_applies_holm_checks_and_reports_confirmation_side_by_side() -> None:
     screening = [ScreeningResult(t, True, _estimate(1.0, 1.05, 1.1)) for t in (7, 8)]
-    plan = ConfirmationPlan((7, 8), 0.15, 1000, (1000,), Design(m=2, looks=1))
-    strong = _estimate(1.02, 1.03, 1.04, n=1000)  # z = log(1.03) * sqrt(1000) / 0.15 = 6.2
-    weak = _estimate(0.99, 1.006, 1.02, n=1000)  # z = 1.26: not confirmed
+    plan = plan_confirmation(
+        _nominate((7, 0.15, 1.0, 200), (8, 0.15, 1.0, 200)), budget_s=1250, design=Design(m=2, looks=1)
+    )
+    assert [p.pairs for p in plan.plans] == [1000, 1000]
+    strong = replace(_estimate(1.02, 1.03, 1.04, n=1000), p_value=1e-4)
+    weak = replace(_estimate(0.99, 1.006, 1.02, n=1000), p_value=0.2)
     decision = confirm(plan, screening, {7: [weak], 8: [strong]})
     assert decision.winner == 8 and decision.stop and decision.effect == strong
     assert [r.status for r in decision.rows] == ["not confirmed", "winner"]
@@ -241,6 +318,8 @@ def test_confirm_applies_holm_checks_and_reports_confirmation_side_by_side() -> 
     assert vetoed.to_dict()["rows"][1]["checks"] == [failing.describe()]
     with pytest.raises(ValueError, match="planned pairs"):
         confirm(plan, screening, {7: [weak], 8: [_estimate(1.02, 1.03, 1.04, n=990)]})
+    nothing = plan_confirmation([], budget_s=30, design=Design())
+    assert "no feasible candidate" in confirm(nothing, [], {}).reason
 
 
 def test_checks_say_which_bound_decided() -> None:
@@ -255,17 +334,3 @@ def test_checks_say_which_bound_decided() -> None:
     assert (floor.side, floor.passed) == ("lower", True)
     with pytest.raises(ValueError):
         slo("x", latency, anchor=1.0)
-
-
-def test_power_statement_for_the_default_step_budget() -> None:
-    statement = power_statement(0.15, trials=20, screening_pairs=178, pairs_per_minute=89.0)
-    assert statement.pairs_needed == pairs_needed(0.15, 0.01, m=3, looks=4)
-    assert statement.screening_mde == pytest.approx(0.032, abs=0.001)  # screening alone cannot see 1-3%
-    assert statement.confirmation_mde == pytest.approx(0.01, abs=2e-4)
-    assert 0.0 < statement.sweep_power < 0.8  # selection among 20 costs power
-    text = "\n".join(statement.lines())
-    assert "min)" in text and "screening never names the winner" in text
-    short = power_statement(0.15, trials=3, screening_pairs=8, confirmation_pairs=8, pairs_per_minute=89.0)
-    assert "8 pairs per candidate (~5 s)" in "\n".join(short.lines())  # under a minute: seconds, not "~0 min"
-    budget = power_statement(0.15, trials=20, screening_pairs=178, confirmation_pairs=300)
-    assert budget.confirmation_mde > 0.02 and budget.sweep_power < statement.sweep_power

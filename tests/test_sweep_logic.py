@@ -247,7 +247,7 @@ def test_step_ratios_are_expressed_per_metric() -> None:
         step_ratio(result, "itl_p99_ms")  # percentiles, TTFT, memory and GC come from run-level pairs
     throughput = step_ratio(result, "output_tokens_per_s")
     assert throughput["ratio"] == pytest.approx(1 / 1.1) and throughput["verdict"] == "worse"
-    assert step_ratio(InterleaveResult(estimate=None), "tpot_mean_ms")["verdict"] == "inconclusive"
+    assert step_ratio(InterleaveResult(estimate=None), "tpot_mean_ms")["verdict"] == "not_significant"
 
 
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # trials asked by hand, not through optimize()

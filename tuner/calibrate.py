@@ -114,7 +114,7 @@ def _runs(bench: Workbench, feedback: Feedback) -> Precision:
     feedback.note(f"A/A in run-level pairs ({RUN_PAIRS} pairs of repetitions)")
     metric = "output_tokens_per_s"
     started = time.perf_counter()
-    arms = paired_runs(bench, SWITCH_ONLY, Pairs(min=RUN_PAIRS, max=RUN_PAIRS), Objective(metric=metric), 1e-9, seed=0)
+    arms = paired_runs(bench, SWITCH_ONLY, Pairs(min=RUN_PAIRS, max=RUN_PAIRS), Objective(metric=metric), None, seed=0)
     elapsed = time.perf_counter() - started
     bench.switch({})
     estimate = pairs_estimate([run_pair(metric, t, r) for t, r in zip(arms.trial, arms.reference, strict=True)], metric)
@@ -129,10 +129,7 @@ def _compare(
     bench: Workbench, a: StrategySet, b: StrategySet, block_steps: int, budget_s: float, seed: int
 ) -> InterleaveResult:
     """All of ``budget_s`` spent on one step-level comparison (no settle: see :mod:`tuner.grain`)."""
-    return interleaved_comparison(
-        bench, a, b, block_steps=block_steps, settle=False, resolution=1e-9, budget_s=budget_s, min_pairs=10**9,
-        seed=seed,
-    )  # fmt: skip
+    return interleaved_comparison(bench, a, b, block_steps=block_steps, settle=False, budget_s=budget_s, seed=seed)
 
 
 def _interval(estimate: RatioEstimate | None) -> tuple[float, float] | None:

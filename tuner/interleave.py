@@ -6,9 +6,9 @@ pair of neighbouring blocks gives one pair of (steps, seconds), settle time incl
 composition are compared: pure decode steps (one token per running request) at the most common batch size, after
 the block's washout steps; prefill steps and the drain at the end of a batch would otherwise dominate the
 variance. The estimand is the ratio of sums, summed step seconds over steps per arm (mean step time), so a rare
-long pause weighs by its time. Pairing stops once its CI is narrower than the target resolution, at
-``target_pairs``, or when the time budget is spent ("inconclusive" then). The front-end is not in a step's time:
-it runs the reference set throughout.
+long pause weighs by its time. A screening spends its time budget, stopping earlier only once its CI is no wider
+than ``min_effect`` (:func:`tuner.stats.reached_precision`); a confirmation look stops at ``target_pairs``. The
+front-end is not in a step's time: it runs the reference set throughout.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from tuner.plugin.protocol import (
     interleave_start,
 )
 from tuner.stalls import CompareStep, StallComparison, compare_stalls
-from tuner.stats import RatioEstimate, is_settled, paired_ratio_of_sums
+from tuner.stats import RatioEstimate, paired_ratio_of_sums, reached_precision
 from tuner.workbench import Workbench, check_ran
 
 BlockSum = tuple[int, float]  # comparable steps, their seconds (settle included)
@@ -50,6 +50,8 @@ class InterleaveResult:
     washout: int = 0  # leading steps per block not compared (1 with a batch queue)
     gen0_collections: int = 0  # the most any engine process made during the comparison
     gc_share: float = 0.0  # the largest share of time any engine process spent collecting
+    gen0_per_1000_steps: dict[str, float | None] = field(default_factory=dict)
+    """Per arm: EngineCore's gen0 collections during its blocks' steps (settles left out) per 1,000 steps."""
     grain: str = ""  # why this block length and settle (see tuner.grain)
     left_out: list[str] = field(default_factory=list)  # what the engine's steps do not see (front-end parts)
     compared: list[CompareStep] = field(default_factory=list)  # every compared step, in the order they ran
@@ -57,7 +59,7 @@ class InterleaveResult:
 
     def estimate_at(self, confidence: float) -> RatioEstimate | None:
         """The same step-time ratio of sums at another confidence (None below two pairs)."""
-        return _ratio(self.sums, resolution=None, confidence=confidence) if len(self.sums) >= 2 else None
+        return _ratio(self.sums, margin=None, confidence=confidence) if len(self.sums) >= 2 else None
 
     @property
     def mean_step_s(self) -> dict[str, float | None]:
@@ -70,7 +72,7 @@ class InterleaveResult:
 
     @property
     def verdict(self) -> str:
-        return self.estimate.verdict if self.estimate is not None else "inconclusive"
+        return self.estimate.verdict if self.estimate is not None else "not_significant"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +86,7 @@ class InterleaveResult:
             "washout": self.washout,
             "gen0_collections": self.gen0_collections,
             "gc_share": self.gc_share,
+            "gen0_per_1000_steps": self.gen0_per_1000_steps,
             "mean_step_s": self.mean_step_s,
             "grain": self.grain,
             "left_out": self.left_out,
@@ -158,14 +161,16 @@ def interleaved_comparison(
     *,
     block_steps: int,
     settle: bool,
-    resolution: float = 0.02,
+    min_effect: float | None = None,
     budget_s: float = 120.0,
     min_pairs: int = 10,
     target_pairs: int | None = None,
     seed: int = 0,
 ) -> InterleaveResult:
-    """Compare two step-switchable strategy sets inside the running engine of ``bench``; with ``target_pairs``
-    stop as soon as that many pairs are measured (a confirmation look). Raises
+    """Compare two step-switchable strategy sets inside the running engine of ``bench`` for ``budget_s`` seconds,
+    stopping earlier once ``min_pairs`` pairs give a CI no wider than ``min_effect`` (None: spend the budget; it is
+    also the equivalence margin of the verdict), or with ``target_pairs`` as soon as that many pairs are measured
+    (a confirmation look). Raises
     :class:`~tuner.workbench.StrategyNotActive` when a strategy of either arm did not run in a process where it
     belongs (its counters did not move): no number from it."""
     session = bench.session
@@ -184,17 +189,18 @@ def interleaved_comparison(
             if target_pairs is not None and len(sums) >= target_pairs:
                 break
             # The exact test costs front-end seconds that the engine waits for: only when it may stop the loop.
-            if len(sums) >= min_pairs and _may_settle(sums, resolution):
-                estimate = _estimate(blocks, block_steps, resolution).estimate
-                if estimate is not None and is_settled(estimate, resolution):
+            if min_effect is not None and len(sums) >= min_pairs and _may_settle(sums, min_effect):
+                estimate = _estimate(blocks, block_steps, min_effect).estimate
+                if estimate is not None and reached_precision(estimate, min_effect):
                     break
     finally:
         stopped = session.control(INTERLEAVE_STOP)
         blocks += _drain(stopped)
     check_ran(stopped, {*arm_a, *arm_b})
-    result = _estimate(blocks, block_steps, resolution)
+    result = _estimate(blocks, block_steps, min_effect)
     result.elapsed_s = time.perf_counter() - started
     result.settle = settle
+    result.gen0_per_1000_steps = {arm: _gen0_per_1000_steps(blocks, arm) for arm in ("A", "B")}
     engine = [r for r in stopped if {"engine_core", "worker"} & set(r["roles"])]
     result.gen0_collections = max((r["gc"]["collections"][0] for r in engine), default=0)
     result.gc_share = max((r["gc"]["gc_share"] for r in engine), default=0.0)
@@ -227,7 +233,6 @@ def step_pairs(
         trial,
         block_steps=block_steps,
         settle=settle,
-        resolution=1.0,
         budget_s=budget_s,
         min_pairs=wanted,
         target_pairs=wanted,
@@ -245,20 +250,25 @@ def _sums(blocks: list[BlockRecord], block_steps: int) -> list[tuple[BlockSum, B
     return pair_sums(blocks, size, least_comparable(block_steps)) if size else []
 
 
-def _may_settle(sums: list[tuple[BlockSum, BlockSum]], resolution: float) -> bool:
+def _gen0_per_1000_steps(blocks: list[BlockRecord], arm: str) -> float | None:
+    """``arm``'s gen0 collections in EngineCore's process during its blocks' steps, per 1,000 of those steps."""
+    mine = [b for b in blocks if b["arm"] == arm]
+    steps = sum(len(b["dt"]) for b in mine)
+    return 1000 * sum(b["gen0"] for b in mine) / steps if steps else None
+
+
+def _may_settle(sums: list[tuple[BlockSum, BlockSum]], width: float) -> bool:
     """A cheap look (normal approximation of the ratio of sums, with slack) before the exact test: whether the
-    CI may already be narrower than ``resolution``."""
+    CI may already be no wider than ``width``."""
     if len(sums) < 6:
         return False
     a = np.array([(x[0], x[1], y[0], y[1]) for x, y in sums], dtype=np.float64)
     totals = a.sum(axis=0)
     influence = a[:, 3] / totals[3] - a[:, 2] / totals[2] - a[:, 1] / totals[1] + a[:, 0] / totals[0]
-    return bool(2 * 1.96 * float(np.sqrt(np.sum(influence**2))) < 1.25 * resolution)
+    return bool(2 * 1.96 * float(np.sqrt(np.sum(influence**2))) < 1.25 * width)
 
 
-def _ratio(
-    sums: list[tuple[BlockSum, BlockSum]], *, resolution: float | None, confidence: float = 0.95
-) -> RatioEstimate:
+def _ratio(sums: list[tuple[BlockSum, BlockSum]], *, margin: float | None, confidence: float = 0.95) -> RatioEstimate:
     """B's mean step time over A's (ratio of sums), with the paired sign-flip test and its inverted CI."""
     return paired_ratio_of_sums(
         [b[0] for _, b in sums],
@@ -266,15 +276,15 @@ def _ratio(
         [a[0] for a, _ in sums],
         [a[1] for a, _ in sums],
         higher_is_better=False,
-        resolution=resolution,
+        margin=margin,
         confidence=confidence,
     )
 
 
-def _estimate(blocks: list[BlockRecord], block_steps: int, resolution: float) -> InterleaveResult:
+def _estimate(blocks: list[BlockRecord], block_steps: int, margin: float | None) -> InterleaveResult:
     size = comparable_batch_size(blocks)
     sums = _sums(blocks, block_steps)
-    estimate = _ratio(sums, resolution=resolution) if len(sums) >= 2 else None
+    estimate = _ratio(sums, margin=margin) if len(sums) >= 2 else None
     return InterleaveResult(
         estimate=estimate,
         pairs=_means(sums),
@@ -291,7 +301,7 @@ def step_ratio(result: InterleaveResult, metric: str) -> dict[str, Any]:
     if metric not in STEP_LEVEL_METRICS:
         raise ValueError(f"{metric} is not measured at step level")
     if result.estimate is None:
-        return {"ratio": None, "ci_low": None, "ci_high": None, "verdict": "inconclusive", "source": "steps"}
+        return {"ratio": None, "ci_low": None, "ci_high": None, "verdict": "not_significant", "source": "steps"}
     est = result.estimate
     data = est.to_dict()
     if metric in HIGHER_IS_BETTER:  # the verdict already reads "better" for faster steps

@@ -96,3 +96,18 @@ METRIC_NAMES = tuple(m.name for m in METRICS.values() if m.searchable)
 """What an objective or a constraint may name, in the table's order."""
 HIGHER_IS_BETTER = frozenset(m.name for m in METRICS.values() if m.searchable and m.higher_is_better)
 STEP_LEVEL_METRICS = frozenset(m.name for m in METRICS.values() if m.step_level)
+
+PAIRS_BY_METHOD = {"steps": "step blocks", "runs": "run-level pairs", "restarts": "restart pairs"}
+"""How each way of measuring pairs the arms, in words."""
+
+
+def quantity(metric: str, method: str) -> str:
+    """What a trial/baseline ratio of ``metric`` measured by ``method`` is a ratio of, in words: the quantity every
+    table, report and summary names beside the ratio (a step ratio stands in for a throughput but is not one)."""
+    pairs = PAIRS_BY_METHOD[method]
+    if method == "steps":
+        shown = f", shown as 1 / step time for {metric}" if metric in HIGHER_IS_BETTER else ""
+        return f"decode step time per step{shown}: ratio of sums over {pairs}"
+    if metric in HIGHER_IS_BETTER:
+        return f"{metric} end to end (amount over wall time): ratio of sums over {pairs}"
+    return f"{metric} per repetition: median of per-pair ratios over {pairs}"

@@ -6,9 +6,9 @@ switching strategies in place, so carry-over from one arm to the next hits both 
 (:func:`paired_runs` with ``restarts``) start a fresh engine for every arm of every pair instead, each measuring
 one repetition: the engine start is then part of what a pair varies, as it is part of what differs between the
 arms. After ``pairs.min`` pairs the paired ratio of the first objective is estimated after every pair, and
-pairing stops once the CI is narrower than the resolution (precision only: stopping on significance would
-inflate errors). Throughput metrics are estimated as a ratio of sums (tokens over wall time per repetition), the
-rest as the median of per-pair ratios.
+pairing stops once the CI is no wider than ``min_effect`` (:func:`tuner.stats.reached_precision`; precision only:
+stopping on significance would inflate errors), else at ``pairs.max``. Throughput metrics are estimated as a
+ratio of sums (tokens over wall time per repetition), the rest as the median of per-pair ratios.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tuner.config.search import Objective, Pairs
 from tuner.config.start import StartConfig
 from tuner.metric_table import HIGHER_IS_BETTER
 from tuner.metrics import flat_metrics
-from tuner.stats import RatioEstimate, is_settled, mirrored_order, paired_ratio, paired_ratio_of_sums
+from tuner.stats import RatioEstimate, mirrored_order, paired_ratio, paired_ratio_of_sums, reached_precision
 from tuner.workbench import Workbench
 
 
@@ -51,19 +51,20 @@ class Arms:
         """Per repetition of ``arm``: the amount a rate metric counts (rate x wall time) and the wall time."""
         return [m[rate] * m["wall_s"] for m in getattr(self, arm)], self.values("wall_s", arm)
 
-    def ratio(self, metric: str, resolution: float | None = None) -> RatioEstimate:
+    def ratio(self, metric: str, margin: float | None = None) -> RatioEstimate:
         """The paired trial/reference ratio of ``metric``: for a throughput, the ratio of summed amounts over
-        summed wall time (its amount per repetition being rate x wall time)."""
+        summed wall time (its amount per repetition being rate x wall time); "no_difference" only within the
+        equivalence ``margin``."""
         if metric in HIGHER_IS_BETTER:
             return paired_ratio_of_sums(
                 *(value for arm in ("trial", "reference") for value in self.amount_and_time(metric, arm)),
-                resolution=resolution,
+                margin=margin,
             )
         return paired_ratio(
             self.values(metric, "trial"),
             self.values(metric, "reference"),
             higher_is_better=metric in HIGHER_IS_BETTER,
-            resolution=resolution,
+            margin=margin,
         )
 
     def stop_time(self) -> RatioEstimate | None:
@@ -103,26 +104,29 @@ def paired_runs(
     trial_strategies: dict[str, dict[str, Any]],
     pairs: Pairs,
     objective: Objective,
-    resolution: float,
+    min_effect: float | None,
     *,
     seed: int,
     first_pair: int = 0,
     on_pair: Callable[[int, RatioEstimate | None], bool] | None = None,
     restarts: Restarts | None = None,
+    reference: dict[str, dict[str, Any]] | None = None,
 ) -> Arms:
-    """Run pairs until settled or ``pairs.max``; ``on_pair`` may return True to stop (pruning). ``first_pair``
+    """Run pairs until the CI is no wider than ``min_effect`` (None: never) or ``pairs.max``; ``on_pair`` may
+    return True to stop (pruning). ``first_pair``
     continues the mirrored order of an earlier batch with the same seed.
 
     Both arms switch in place on ``bench``; with ``restarts`` instead, every arm of every pair runs on an engine
     started for it and measures one repetition there (after the engine's warm-up): for what cannot be switched in
     place (engine args, vLLM's environment variables, strategies that cannot be undone), and stops it after
-    that repetition, timing the stop (:meth:`Arms.stop_time`)."""
+    that repetition, timing the stop (:meth:`Arms.stop_time`). The reference arm runs ``reference`` (vLLM as
+    installed by default; a benchmark may hold a known load in both arms)."""
     if (bench is None) == (restarts is None):
         raise ValueError("paired_runs measures on a running bench or by restarts: give exactly one")
     arms = Arms()
     reference_tokens: list[list[int]] = []
     for index, trial_first in enumerate(mirrored_order(first_pair + pairs.max, seed=seed)[first_pair:]):
-        order = [("reference", {}), ("trial", trial_strategies)]
+        order = [("reference", reference or {}), ("trial", trial_strategies)]
         if trial_first:
             order.reverse()
         for arm, strategies in order:
@@ -136,7 +140,7 @@ def paired_runs(
             _measure(bench, arm, label, arms, reference_tokens)
             if restarts is not None:  # each arm's engine stops before the next starts: its stop is timed alone
                 arms.stop_s[arm].append(restarts.stop())
-        if _pair_done(arms, index, pairs, objective, resolution, on_pair):
+        if _pair_done(arms, index, pairs, objective, min_effect, on_pair):
             break
     return arms
 
@@ -162,14 +166,14 @@ def _pair_done(
     index: int,
     pairs: Pairs,
     objective: Objective,
-    resolution: float,
+    min_effect: float | None,
     on_pair: Callable[[int, RatioEstimate | None], bool] | None,
 ) -> bool:
-    """After pair ``index``: whether to stop (``on_pair`` asked to, or the estimate is settled)."""
-    estimate = arms.ratio(objective.metric, resolution) if index + 1 >= pairs.min else None
+    """After pair ``index``: whether to stop (``on_pair`` asked to, or the estimate reached its precision)."""
+    estimate = arms.ratio(objective.metric, min_effect) if index + 1 >= pairs.min else None
     if on_pair is not None and on_pair(index + 1, estimate):
         return True
-    return estimate is not None and is_settled(estimate, resolution)
+    return estimate is not None and min_effect is not None and reached_precision(estimate, min_effect)
 
 
 def step_interleavable(strategies: dict[str, dict[str, Any]]) -> bool:

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from strategies import Param, Strategy
 from tuner import interrupts
-from tuner.cli.output import console, fail, user_errors
+from tuner.cli.output import console, err_console, fail, user_errors
 from tuner.cli.progress import ConsoleFeedback
 from tuner.cli.results import register as register_result_commands
 from tuner.cli.tables import calibration_table, repetitions_table, telemetry_table
@@ -189,6 +189,8 @@ def _load_writable(path: Path) -> Experiment:
     from tuner.results.files import destination_problem
 
     experiment = load_experiment(path)
+    for note in experiment.search.notes() if experiment.search else []:
+        err_console.print(f"[yellow]note:[/yellow] {escape(f'{path}: {note}')}", highlight=False, soft_wrap=True)
     problem = destination_problem(experiment.output_dir / experiment.name / "result")
     if problem:
         raise UserError.single(str(experiment.output_dir), problem, "output_dir")

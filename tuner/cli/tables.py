@@ -11,6 +11,7 @@ from rich.text import Text
 
 from tuner.calibration import Calibration
 from tuner.feedback import TableData
+from tuner.results.describe import verdict_words
 
 
 def render(data: TableData) -> Table:
@@ -94,9 +95,6 @@ def telemetry_table(processes: Sequence[Mapping[str, Any]], title: str) -> Table
     return table
 
 
-TABLE_VERDICT = {"better": "better", "worse": "worse", "no_difference": "not significant", None: "n/a"}
-
-
 def compare_table(result: dict[str, Any]) -> Table:
     a, b = result["a"], result["b"]
     table = Table(
@@ -114,7 +112,7 @@ def compare_table(result: dict[str, Any]) -> Table:
         if row["ci_low"] is not None and row["ci_high"] is not None:
             ratio += f" ({row['ci_low']:.2f}–{row['ci_high']:.2f})"
         style = styles.get(row["verdict"] or "", "")
-        verdict = TABLE_VERDICT.get(row["verdict"], str(row["verdict"]))
+        verdict = verdict_words(row["verdict"], screening=False)
         table.add_row(
             row["metric"],
             _num(row["a_median"]),

@@ -130,7 +130,9 @@ class Search(_Strict):
     pruner: Literal["none", "median"] = "none"
     pairs: Pairs = Pairs()
     confirm: Confirm = Confirm()
-    resolution: float = Field(0.02, gt=0, lt=1, description="stop pairing once the CI is narrower than this")
+    resolution: float | None = Field(
+        None, gt=0, lt=1, description="no longer used: screening precision derives from confirm.min_effect"
+    )
     method: Literal["auto", "runs", "steps"] = Field(
         "auto", description="runs: paired repetitions; steps: in-engine interleaving; auto: steps where possible"
     )
@@ -155,6 +157,16 @@ class Search(_Strict):
     @property
     def categorical(self) -> bool:
         return all(isinstance(v, list) for v in self.space.values())
+
+    def notes(self) -> list[str]:
+        """What an older experiment file asks for that this version reads differently (said at load)."""
+        if self.resolution is None:
+            return []
+        return [
+            f"search.resolution ({self.resolution:g}) is no longer used: a screening comparison spends its budget "
+            f"(step_budget_s, pairs.max) and stops earlier only once its CI is no wider than confirm.min_effect "
+            f"({self.confirm.min_effect:g}); remove the key"
+        ]
 
 
 RESTART_HEADS = ("engine", "env")

@@ -50,7 +50,8 @@ class ProcessState:
         self.steps = IntervalRing()  # EngineCore's engine steps (tag: scheduled tokens), for the tail-latency join
         self.telemetry = True  # GC timing and step intervals; off only to measure what they cost
         self.step_arms = StepArms(self.switch)  # the arms of a step-level comparison, in every engine process
-        self.interleaver = StepInterleaver(self.step_arms, lambda: sum(self.probe.seconds))  # EngineCore's clock
+        # EngineCore's GC clock: seconds and gen0 collections so far
+        self.interleaver = StepInterleaver(self.step_arms, lambda: (sum(self.probe.seconds), self.probe.collections[0]))
 
     def install(self) -> None:
         self.probe.install()

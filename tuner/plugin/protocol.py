@@ -194,10 +194,10 @@ class BlockRecord(TypedDict):
     """One block of a step-level comparison, as EngineCore timed it.
 
     Per counted step (one that scheduled tokens): wall seconds of the engine step, running requests at its
-    start, scheduled tokens and EngineCore's GC seconds inside it. The first ``washout`` steps ran under the
-    block's arm but are not compared: with a batch queue (async scheduling) each engine step also finishes the
-    batch scheduled one step earlier, which at a block's start belongs to the other arm. ``settle_s`` is the
-    block-ending gen0 collection in EngineCore.
+    start, scheduled tokens and EngineCore's GC seconds inside it; per block, the gen0 collections in its steps.
+    The first ``washout`` steps ran under the block's arm but are not compared: with a batch queue (async
+    scheduling) each engine step also finishes the batch scheduled one step earlier, which at a block's start
+    belongs to the other arm. ``settle_s`` is the block-ending gen0 collection in EngineCore.
     """
 
     pair: int
@@ -206,6 +206,7 @@ class BlockRecord(TypedDict):
     running: list[int]
     tokens: list[int]
     gc_s: list[float]
+    gen0: int  # EngineCore's process's gen0 collections during the block's steps (its settle not included)
     settle_s: float
     washout: int
 

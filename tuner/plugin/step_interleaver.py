@@ -23,7 +23,9 @@ Garbage is the one state that outlives a step. Where GC is not negligible the co
 gen0 collection at the end of every block, in EngineCore (timed, charged to the block) and in each worker process
 after it produced the block's last batch (inside that step's time), so that the next block does not collect what
 this one deferred. Per step it records the wall time, the running requests, the scheduled tokens and the GC time;
-the front-end (:mod:`tuner.interleave`) drains complete pairs and does the statistics.
+the front-end (:mod:`tuner.interleave`) drains complete pairs and does the statistics. Per block it also counts
+EngineCore's process's gen0 collections during the block's steps (the settle left out), so that a GC-pacing
+comparison can show each arm collecting at its own pace.
 """
 
 from __future__ import annotations
@@ -86,10 +88,10 @@ class StepArms:
 class StepInterleaver:
     """Runs inside EngineCore; ``around_step`` wraps every engine step, ``tag`` every scheduled batch."""
 
-    def __init__(self, arms: StepArms, gc_seconds: Callable[[], float]) -> None:
-        """``arms`` switches this process; ``gc_seconds`` is its GC time so far."""
+    def __init__(self, arms: StepArms, gc_clock: Callable[[], tuple[float, int]]) -> None:
+        """``arms`` switches this process; ``gc_clock`` is its GC time and gen0 collections so far."""
         self.arms = arms
-        self.gc_seconds = gc_seconds
+        self.gc_clock = gc_clock
         self.active = False
         self.scheduled_tokens = 0  # tokens the batch scheduled in the current engine step (0: none scheduled)
 
@@ -127,6 +129,7 @@ class StepInterleaver:
             "running": [],
             "tokens": [],
             "gc_s": [],
+            "gen0": 0,
             "settle_s": 0.0,
             "washout": self.washout,
         }
@@ -149,17 +152,19 @@ class StepInterleaver:
         if not self.active:
             return step()
         running = len(getattr(engine_core.scheduler, "running", ()))
-        gc_before = self.gc_seconds()
+        gc_before, gen0_before = self.gc_clock()
         started = time.perf_counter()
         result = step()
         elapsed = time.perf_counter() - started
         if self.scheduled_tokens == 0:  # an idle poll, or a call that only finished a queued batch
             return result
+        gc_after, gen0_after = self.gc_clock()
         block = self.block
         block["dt"].append(elapsed)
         block["running"].append(running)
         block["tokens"].append(self.scheduled_tokens)
-        block["gc_s"].append(self.gc_seconds() - gc_before)
+        block["gc_s"].append(gc_after - gc_before)
+        block["gen0"] += gen0_after - gen0_before
         if len(block["dt"]) >= self._steps_per_block:
             self._close_block()
         return result

@@ -104,6 +104,38 @@ def fmt_ci(low: float, high: float, digits: int = 3) -> str:
     return f"[{fmt_bound(low, digits)}, {fmt_bound(high, digits)}]"
 
 
+VERDICT_WORDS = {
+    "better": "better",
+    "worse": "worse",
+    "no_difference": "no difference",
+    "not_significant": "not significant",
+    "inconclusive": "not significant",  # the word of summaries written before the equivalence margin
+}
+
+
+def verdict_words(verdict: str | None, *, screening: bool, margin: float | None = None) -> str:
+    """A verdict in the words of its test: a screening call says it is one (one trial's two-sided test at 5%, not
+    adjusted for the number of trials; only confirmation decides), "no difference" says its equivalence margin."""
+    if verdict is None:
+        return "-"
+    words = VERDICT_WORDS.get(verdict, verdict)
+    if verdict == "no_difference" and margin is not None:
+        words += f" (within ±{margin:.1%})"
+    if screening and verdict in ("better", "worse"):
+        words += " (screening, unadjusted)"
+    return words
+
+
+def measured_by(row: Mapping[str, Any]) -> str:
+    """How a trial's ratios were measured, in a word or two: its step blocks, run-level pairs or engine starts."""
+    steps = row.get("step_interleave") or {}
+    if row.get("restart_pairs"):
+        return "starts"
+    if steps.get("estimate") and any((r or {}).get("source") == "steps" for r in (row.get("ratios") or {}).values()):
+        return f"steps (K={steps['block_steps']})"
+    return "-" if row.get("is_baseline") else "runs"
+
+
 def fmt_ratio(ratio: dict[str, Any] | None) -> str:
     if not ratio or ratio.get("ratio") is None:
         return "-"

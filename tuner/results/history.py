@@ -37,7 +37,7 @@ Verdict = Literal["regression", "improvement", "change"]
 TOOL_BETTER: dict[str, Better] = {"customBiggerIsBetter": "bigger", "customSmallerIsBetter": "smaller"}
 DATA_JS_PREFIX = re.compile(r"^\s*window\.BENCHMARK_DATA\s*=\s*")
 EXPORT_FILE = re.compile(r"^(?P<order>\d+)-(?P<commit>[0-9a-fA-F]{7,64})(?:-(?P<part>[\w.-]+))?\.json$")
-PLOT_COLOR = {"regression": "worse", "improvement": "better", "change": "inconclusive"}  # keys of VERDICT_COLORS
+PLOT_COLOR = {"regression": "worse", "improvement": "better", "change": "not_significant"}  # keys of VERDICT_COLORS
 
 
 @dataclass(frozen=True)

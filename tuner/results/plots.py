@@ -30,14 +30,16 @@ VERDICT_COLORS = {
     "better": "#2a9d3f",
     "worse": "#d62728",
     "no_difference": "#8c8c8c",
-    "inconclusive": "#f4a300",
+    "not_significant": "#f4a300",
+    "inconclusive": "#f4a300",  # summaries written before the equivalence margin
     "baseline": "#222222",
 }
 VERDICT_LABELS = {
-    "better": "better",
-    "worse": "worse",
-    "no_difference": "no difference",
-    "inconclusive": "inconclusive (CI too wide)",
+    "better": "better (screening, unadjusted)",
+    "worse": "worse (screening, unadjusted)",
+    "no_difference": "no difference (within ±min_effect)",
+    "not_significant": "not significant",
+    "inconclusive": "not significant",
 }
 PERCENTILE_COLORS = {"p50": "#4c72b0", "p90": "#dd8452", "p99": "#c44e52"}
 SERIES_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")

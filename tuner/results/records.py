@@ -121,6 +121,7 @@ class TrialRow(TypedDict):
     failure: str | None
     worker: str | None  # the worker that ran it (shared studies)
     step_interleave: dict[str, Any] | None
+    gc_pacing: NotRequired[dict[str, Any] | None]  # a GC-pacing trial: its arms' gen0 cycles and the grain they gave
 
 
 class Winner(TypedDict):

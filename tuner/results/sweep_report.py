@@ -18,10 +18,12 @@ from tuner.results.describe import (
     fmt_num,
     fmt_p,
     fmt_ratio,
+    measured_by,
     metric_title,
     pick_best,
     ratio_metrics,
     trial_label,
+    verdict_words,
     vllm_version,
 )
 from tuner.results.document import Doc
@@ -152,8 +154,10 @@ def _trials_section(
         "configuration",
         *[f"{metric_title(o['metric'])} ({metric_unit(o['metric'])})" for o in objectives],
     ]
-    headers += [f"{metric_title(m)} ratio [95% CI]" for m in metrics] + ["p", "feasible", "verdict", "note"]
+    headers += ["measured by", *[f"{metric_title(m)} ratio [95% CI]" for m in metrics]]
+    headers += ["p", "feasible", "screening call", "note"]
     first = objectives[0]["metric"]
+    margin = ((summary.get("config") or {}).get("search") or {}).get("confirm", {}).get("min_effect")
     rows = []
     for t in trials:
         ratios = t.get("ratios") or {}
@@ -166,18 +170,25 @@ def _trials_section(
                 t["state"],
                 "baseline" if t.get("is_baseline") else trial_label(t).split(" ", 1)[1],
                 *[fmt_num(objective_value(t, o["metric"])) for o in objectives],
+                measured_by(t),
                 *[fmt_ratio(ratios.get(m)) if not t.get("is_baseline") else "1 (reference)" for m in metrics],
                 fmt_p((ratios.get(first) or {}).get("p_value")),
                 _feasible(t.get("feasible")),
-                "baseline" if t.get("is_baseline") else (t.get("verdict") or "-"),
+                "baseline" if t.get("is_baseline") else verdict_words(t.get("verdict"), screening=True, margin=margin),
                 note,
             ]
         )
     doc.table(headers, rows)
     doc.p(
-        "Ratios are trial / baseline from repetitions paired on the same engine (1 = no change); the verdict is "
-        f"on the first objective ({first}) and needs the 95% CI clear of 1 and p < 0.05. The objective columns are "
-        "what the study saw: each trial's paired ratio times the baseline's median, so drift between trials cancels."
+        "Ratios are trial / baseline (1 = no change), each of the quantity its method measures: *steps* compare "
+        "decode step time per step inside one engine (a ratio of sums over step blocks, shown as 1 / step time for a "
+        "throughput; latency percentiles, TTFT and memory stay end to end from the trial's run-level pairs), *runs* "
+        "whole repetitions paired on the same engine end to end, *starts* repetitions on engines started for each "
+        f"arm. The screening call is on the first objective ({first}): that trial's two-sided test at 5%, not "
+        "adjusted for the number of trials, so with many trials some calls are chance; only the confirmation below "
+        'decides. "no difference" is said only when the CI lies within ±min_effect (an equivalence test). The '
+        "objective columns are what the study saw: each trial's paired ratio times the baseline's median, so drift "
+        "between trials cancels."
     )
     doc.p(f"best: {_numbers(summary.get('best'))}; Pareto front: {_numbers(summary.get('pareto'))}")
 
@@ -287,7 +298,7 @@ def _ratio_panel(trials: Sequence[Mapping[str, Any]], metric: str) -> Any:
                 ratio=float(r["ratio"]),
                 ci_low=float(r["ci_low"]) if r.get("ci_low") is not None else float(r["ratio"]),
                 ci_high=float(r["ci_high"]) if r.get("ci_high") is not None else float(r["ratio"]),
-                verdict=str(r.get("verdict") or "inconclusive"),
+                verdict=str(r.get("verdict") or "not_significant"),
                 feasible=t.get("feasible") is not False,
                 baseline=False,
             )

@@ -1,19 +1,19 @@
-"""The sweep's decisions as pure functions on plain data: screening, candidates, confirmation, winner, power.
+"""The sweep's decisions as pure functions on plain data: which screened trials become candidates, and which
+candidate the confirmation confirms.
 
 A sweep has two phases. **Screening** is the search: every trial is paired against the baseline on a small
 budget, and Optuna uses those estimates to explore. Picking the best of k noisy estimates finds chance winners
 (30-35% of sweeps at k=20 when nothing helps) and inflates their gain, so screening never names the winner: it
-only nominates up to ``m`` candidates. **Confirmation** re-tests them against the baseline with fresh pairs, sized
-beforehand from the screening noise for the smallest gain worth deploying (``min_effect``); a one-sided
-O'Brien-Fleming group-sequential test per candidate with Holm across candidates keeps the chance of deploying a
-configuration that is not better at most ``alpha`` for the whole sweep, and the reported effect is the
-confirmation estimate, free of the selection that picked it.
+only nominates up to ``m`` candidates (:func:`select_candidates`). **Confirmation** re-tests them against the
+baseline with fresh pairs, each on its own plan (:mod:`tuner.sweep.plans`); a one-sided O'Brien-Fleming
+group-sequential test per candidate with Holm across candidates keeps the chance of deploying a configuration
+that is not better at most ``alpha`` for the whole sweep, and the reported effect is the confirmation estimate,
+free of the selection that picked it.
 
-Defaults: m=3, one-sided alpha=0.025 (the "better" half of the usual two-sided 5%), power 0.8, 4 looks and
-``min_effect`` 1% (host-side strategies gain 1-3%). With the per-pair log-ratio SD measured here (0.12-0.15 for
-runs on the GPU host, 0.15 for step blocks on the CPU host at ~89 pairs/min) a 1% confirmation needs ~1800-2400
-pairs per candidate: the screening budgets (6-12 runs, or 2 min of steps) cannot claim anything that small, which
-is why confirmation does the claiming and why :class:`PowerStatement` says so before the run.
+One test per verdict: the sequential test reads, at each look, the same exact sign-flip test of the ratio of sums
+whose p-value and inverted CI are printed beside it (:func:`sign_flip_z`). A look with too few pairs for that test
+to reach its boundary cannot stop the confirmation, and a confirmed candidate's 95% interval always lies on the
+gain side of 1 and is bounded.
 """
 
 from __future__ import annotations
@@ -23,30 +23,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
 from scipy import stats as _st
 
-from tuner.stats import RatioEstimate, detection_power, holm, mde, pairs_needed, sequential_p_value
+from tuner.stats import UNBOUNDED_LOG, RatioEstimate, holm, sequential_p_value
+from tuner.sweep.plans import ConfirmationPlan
 
 __all__ = [
     "Check",
-    "ConfirmationPlan",
     "Decision",
-    "Design",
-    "PowerStatement",
     "Row",
     "ScreeningResult",
     "confirm",
     "gain_bounds",
     "non_inferiority",
-    "plan_confirmation",
-    "pooled_log_sd",
-    "power_statement",
-    "ranking_sd",
     "select_candidates",
+    "sign_flip_z",
     "slo",
-    "spend_budget",
-    "sweep_power",
 ]
 
 
@@ -58,26 +50,6 @@ class ScreeningResult:
     trial: int
     feasible: bool
     estimate: RatioEstimate | None
-
-
-@dataclass(frozen=True)
-class Design:
-    """How candidates are confirmed (see the module docstring for the defaults)."""
-
-    m: int = 3
-    min_effect: float = 0.01
-    alpha: float = 0.025
-    power: float = 0.8
-    looks: int = 4
-    max_pairs: int | None = None  # cap on confirmation pairs per candidate (power then falls short)
-
-    def __post_init__(self) -> None:
-        if self.m < 1 or self.looks < 1 or not 0 < self.alpha < 0.5 or not 0 < self.power < 1:
-            raise ValueError(f"invalid design {self}")
-        if not (math.isfinite(self.min_effect) and self.min_effect > 0):
-            raise ValueError(f"min_effect must be a positive relative gain, got {self.min_effect}")
-        if self.max_pairs is not None and self.max_pairs < self.looks:
-            raise ValueError(f"max_pairs must allow one pair per look, got {self.max_pairs}")
 
 
 def gain_bounds(estimate: RatioEstimate) -> tuple[float, float, float]:
@@ -98,95 +70,6 @@ def select_candidates(screening: Sequence[ScreeningResult], m: int = 3) -> list[
     eligible = [(bounds, r) for bounds, r in ranked if bounds[2] >= 1]
     eligible.sort(key=lambda item: item[0][:2], reverse=True)
     return [r for _, r in eligible[:m]]
-
-
-def pooled_log_sd(screening: Sequence[ScreeningResult]) -> float:
-    """Per-pair log-ratio SD pooled over every measured screening trial (weights n - 1): the host's noise,
-    whichever configuration ran. nan when no trial has two pairs."""
-    rows = [
-        (r.estimate.n - 1, r.estimate.log_sd)
-        for r in screening
-        if r.estimate is not None and r.estimate.n >= 2 and math.isfinite(r.estimate.log_sd)
-    ]
-    dof = sum(d for d, _ in rows)
-    return math.sqrt(sum(d * sd**2 for d, sd in rows) / dof) if dof else math.nan
-
-
-def ranking_sd(screening: Sequence[ScreeningResult]) -> float:
-    """The noise of the screening lower bounds that rank candidates, in log (nan without two measured trials).
-
-    log(lower bound) = log(estimate) - half-width: the estimates' standard error (pooled SD / sqrt(n)) plus the
-    spread of the half-widths across trials, as a trial whose CI came out wide ranks below its estimate. (Their
-    correlation is left out: with rare pauses it widens the lower tail, which does not decide the top ranks; in
-    simulation the selection chance is then within ~1.5 points.) Used by :func:`sweep_power` after screening.
-    """
-    measured = [r.estimate for r in screening if r.estimate is not None and r.estimate.n >= 2]
-    if len(measured) < 2:
-        return math.nan
-    half_widths = [math.log(point / low) for low, point, _ in map(gain_bounds, measured)]
-    se2 = pooled_log_sd(screening) ** 2 / float(np.mean([e.n for e in measured]))
-    return math.sqrt(se2 + float(np.var(half_widths, ddof=1)))
-
-
-@dataclass(frozen=True)
-class ConfirmationPlan:
-    """Candidates, pooled noise, pairs per candidate and the cumulative pairs at each look."""
-
-    candidates: tuple[int, ...]
-    log_sd: float
-    pairs: int
-    looks: tuple[int, ...]
-    design: Design
-
-    @property
-    def fractions(self) -> tuple[float, ...]:
-        return tuple(n / self.pairs for n in self.looks)
-
-    @property
-    def mde(self) -> float:
-        """The gain this plan confirms with the design's power (inf without candidates)."""
-        if not self.candidates:
-            return math.inf
-        d = self.design
-        return mde(self.log_sd, self.pairs, alpha=d.alpha, m=len(self.candidates), power=d.power, looks=d.looks)
-
-
-def plan_confirmation(screening: Sequence[ScreeningResult], design: Design = Design()) -> ConfirmationPlan:
-    """Candidates and the confirmation size that detects ``min_effect`` with the design's power.
-
-    Sized at Holm's first step (alpha / number of candidates) with the per-pair SD pooled over the candidates'
-    own screening: the noise their fresh pairs will have. A configuration that was not nominated (e.g. a spin
-    window of 0, whose pairs scattered with SD 1.05 beside 0.02-0.13 for the others) must not size the others'
-    confirmation: pooled over every trial it made a plan promise 32.8% where the pairs spent reached 2.6%.
-    """
-    chosen = select_candidates(screening, design.m)
-    candidates = tuple(r.trial for r in chosen)
-    log_sd = pooled_log_sd(chosen)
-    if not candidates:
-        return ConfirmationPlan((), log_sd, 0, (), design)
-    if not math.isfinite(log_sd) or log_sd <= 0:
-        raise ValueError("the screening estimates carry no per-pair SD to size the confirmation from")
-    pairs = pairs_needed(
-        log_sd, design.min_effect, alpha=design.alpha, m=len(candidates), power=design.power, looks=design.looks
-    )
-    pairs = max(design.looks, 2, min(pairs, design.max_pairs or pairs))  # 2: the least a CI is drawn from
-    looks = tuple(max(math.ceil(pairs * (k + 1) / design.looks), 2) for k in range(design.looks))
-    return ConfirmationPlan(candidates, log_sd, pairs, looks, design)
-
-
-def spend_budget(plan: ConfirmationPlan) -> ConfirmationPlan:
-    """``plan`` grown to the design's ``max_pairs`` (the time budget) when ``min_effect`` needs fewer.
-
-    The size ``min_effect`` needs rests on the screening's per-pair SD, and on a host whose noise drifts a short
-    window can understate it (one CPU sweep's step-level screening measured 0.049 per pair, its confirmation 0.135
-    on the same engine minutes later): sized down to it, a confirmation would be underpowered without knowing it.
-    Spending the budget the user granted keeps the power where it was promised; the group-sequential looks still
-    stop early on a decisive estimate."""
-    cap = plan.design.max_pairs
-    if not plan.candidates or cap is None or cap <= plan.pairs:
-        return plan
-    looks = tuple(math.ceil(cap * (k + 1) / plan.design.looks) for k in range(plan.design.looks))
-    return ConfirmationPlan(plan.candidates, plan.log_sd, cap, looks, plan.design)
 
 
 # ------------------------------------------------------------------------------------- checks
@@ -289,25 +172,33 @@ class Decision:
         }
 
 
-def _z_gain(estimate: RatioEstimate) -> float:
-    """The standardized estimate log(gain) / SE, SE = log_sd / sqrt(n): the statistic the sequential test reads.
+def sign_flip_z(estimate: RatioEstimate) -> float:
+    """The standardized statistic the sequential test reads: the one-sided (gain side) p-value of the estimate's
+    own sign-flip test, as a normal quantile.
 
-    The early O'Brien-Fleming boundaries sit at one-sided levels of 1e-5..1e-4, out of reach of a Monte-Carlo
-    randomization p-value; at confirmation sizes the sign-flip distribution of the statistic is normal with
-    this variance, so this is that test in its normal form. The SD is itself estimated, so the ratio follows a t
-    distribution with n - 1 degrees of freedom: it is mapped to the normal quantile of the same tail probability,
-    which changes nothing at confirmation sizes and keeps a budget of a few pairs from claiming too much (at 8
-    pairs the plain ratio would call a +11% chance result on 2-core CPU step pairs significant).
+    The sign-flip distribution of log R is symmetric (swapping every pair negates it), so the one-sided p is half
+    the two-sided one on the side the estimate lies, one minus that on the other. Exact where every swap pattern is
+    enumerated, Monte-Carlo otherwise (its smallest p, 1 / (draws + 1), caps the statistic: an early
+    O'Brien-Fleming boundary out of its reach cannot stop a confirmation, which only costs power). At n pairs the
+    statistic cannot exceed the quantile of 2^-n, so a look with too few pairs cannot cross a boundary above it.
+    The t statistic read before claimed p 0.003 from 5 single-step pairs whose exact test cannot go below 1/32.
     """
-    if estimate.statistic == "median":
-        raise ValueError("confirmation needs a mean-type estimate (ratio_of_sums or geomean), not a median")
-    log_gain = math.log(gain_bounds(estimate)[1])
-    if estimate.log_sd == 0:
-        return math.copysign(math.inf, log_gain) if log_gain else 0.0
-    if estimate.n < 2:
+    if estimate.statistic != "ratio_of_sums":
+        raise ValueError("confirmation needs the ratio of sums and its sign-flip test, not " + estimate.statistic)
+    if math.isnan(estimate.p_value):  # identical arms: no evidence either way
         return 0.0
-    t = log_gain * math.sqrt(estimate.n) / estimate.log_sd
-    return math.copysign(float(_st.norm.isf(_st.t.sf(abs(t), estimate.n - 1))), t)
+    gain = gain_bounds(estimate)[1]
+    half = min(estimate.p_value, 1.0) / 2
+    one_sided = half if gain > 1 else 1 - half if gain < 1 else 0.5
+    return float(_st.norm.isf(one_sided))
+
+
+def bounded_gain(estimate: RatioEstimate) -> bool:
+    """Whether the interval lies on the gain side of 1 and is bounded on both sides (no side the test could not
+    bound, :data:`tuner.stats.UNBOUNDED_LOG`): what a confirmed effect is reported with."""
+    low, point, high = gain_bounds(estimate)
+    reach = math.exp(UNBOUNDED_LOG - 1)
+    return low > 1.0 and high < point * reach and low > point / reach
 
 
 def confirm(
@@ -316,51 +207,53 @@ def confirm(
     looks: Mapping[int, Sequence[RatioEstimate]],
     checks: Mapping[int, Sequence[Check]] | None = None,
 ) -> Decision:
-    """Decide after the latest look, from each candidate's confirmation estimates at the planned looks so far
-    and its checks on the same confirmation data. The k-th estimate must come from exactly the first
-    ``plan.looks[k]`` pairs (pairs a batch brings beyond a look count at the next one).
+    """Decide after the latest look, from each measured candidate's confirmation estimates at its planned looks so
+    far and its checks on the same confirmation data. A candidate's k-th estimate must come from exactly the first
+    ``looks[k]`` pairs of its own plan (pairs a batch brings beyond a look count at the next one).
 
-    A candidate is confirmed when its Holm-adjusted sequential p-value is at most ``alpha``; the winner is the
-    confirmed candidate passing all its checks with the best confirmation estimate. Confirmation stops at the
-    first look with a winner (stopping only ever removes rejections, so the error stays at most alpha) or at
-    the last planned look; otherwise "no confirmed winner".
+    A candidate is confirmed when its Holm-adjusted sequential p-value (its own looks' fractions) is at most
+    ``alpha`` and its latest interval lies, bounded, on the gain side of 1 (:func:`bounded_gain`; implied by the
+    first wherever the latest look is the one that crossed, and required so that a confirmed effect is never
+    printed with an interval that says otherwise). The winner is the confirmed candidate passing all its checks
+    with the best confirmation estimate. Confirmation stops at the first look with a winner (stopping only ever
+    removes rejections, so the error stays at most alpha) or once every candidate has had all its looks.
     """
     checks = checks or {}
-    done = max((len(looks.get(c, ())) for c in plan.candidates), default=0)
-    if done > len(plan.looks):
-        raise ValueError(f"{done} looks given, {len(plan.looks)} planned")
-    for c in plan.candidates:
-        if [e.n for e in looks.get(c, ())] != list(plan.looks[: len(looks.get(c, ()))]):
-            raise ValueError(f"trial {c}: estimates must use the planned pairs per look {plan.looks}")
+    measured = plan.measured
+    for p in measured:
+        given = [e.n for e in looks.get(p.trial, ())]
+        if given != list(p.looks[: len(given)]):
+            raise ValueError(f"trial {p.trial}: estimates must use its planned pairs per look {p.looks}, got {given}")
     by_trial = {r.trial: r.estimate for r in screening}
     p_seq = [
-        sequential_p_value([_z_gain(e) for e in looks[c]], plan.fractions) if looks.get(c) else 1.0
-        for c in plan.candidates
+        sequential_p_value([sign_flip_z(e) for e in looks[p.trial]], p.fractions) if looks.get(p.trial) else 1.0
+        for p in measured
     ]
     p_holm = holm(p_seq)
-    confirmed = [p <= plan.design.alpha for p in p_holm]
-    latest = {c: looks[c][-1] for c in plan.candidates if looks.get(c)}
-    passing = [
-        ok and all(k.passed for k in checks.get(c, ())) for c, ok in zip(plan.candidates, confirmed, strict=True)
+    latest = {p.trial: looks[p.trial][-1] for p in measured if looks.get(p.trial)}
+    confirmed = [
+        q <= plan.design.alpha and p.trial in latest and bounded_gain(latest[p.trial])
+        for p, q in zip(measured, p_holm, strict=True)
     ]
-    winners = [c for c, ok in zip(plan.candidates, passing, strict=True) if ok]
+    passing = [ok and all(k.passed for k in checks.get(p.trial, ())) for p, ok in zip(measured, confirmed, strict=True)]
+    winners = [p.trial for p, ok in zip(measured, passing, strict=True) if ok]
     winner = max(winners, key=lambda c: gain_bounds(latest[c])[1]) if winners else None
-    stop = winner is not None or done == len(plan.looks)
-
+    done = max((len(looks.get(p.trial, ())) for p in measured), default=0)
+    finished = all(len(looks.get(p.trial, ())) == len(p.looks) for p in measured)
     rows = [
         Row(
-            c,
-            by_trial.get(c),
-            latest.get(c),
+            p.trial,
+            by_trial.get(p.trial),
+            latest.get(p.trial),
             ps,
             ph,
             ok,
-            tuple(checks.get(c, ())),
-            _status(c, winner, ok, shown, checks),
+            tuple(checks.get(p.trial, ())),
+            _status(p.trial, winner, ok, shown, checks),
         )
-        for c, ps, ph, ok, shown in zip(plan.candidates, p_seq, p_holm, confirmed, passing, strict=True)
+        for p, ps, ph, ok, shown in zip(measured, p_seq, p_holm, confirmed, passing, strict=True)
     ]
-    return Decision(winner, _reason(plan, winner, latest, done), stop, done, tuple(rows))
+    return Decision(winner, _reason(plan, winner, latest, done), winner is not None or finished, done, tuple(rows))
 
 
 def _status(trial: int, winner: int | None, confirmed: bool, shown: bool, checks: Mapping[int, Sequence[Check]]) -> str:
@@ -376,122 +269,14 @@ def _status(trial: int, winner: int | None, confirmed: bool, shown: bool, checks
 def _reason(plan: ConfirmationPlan, winner: int | None, latest: Mapping[int, RatioEstimate], done: int) -> str:
     if winner is not None:
         low, point, high = gain_bounds(latest[winner])
+        looks = len(plan.plan_for(winner).looks)
         return (
             f"trial {winner} confirmed: {point - 1:+.2%} [{low - 1:+.2%}, {high - 1:+.2%}] on fresh pairs "
-            f"({latest[winner].n} pairs, look {done} of {len(plan.looks)})"
+            f"({latest[winner].n} pairs, look {done} of {looks})"
         )
-    if not plan.candidates:
+    if not plan.plans:
         return "no confirmed winner: no feasible candidate from screening"
-    return f"no confirmed winner among {len(plan.candidates)} candidate(s) (MDE {plan.mde:.2%})"
-
-
-# ------------------------------------------------------------------------------------- power
-
-
-_HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
-
-
-def _selection_chance(effect: float, *, ranking_sd: float, trials: int, m: int) -> float:
-    """P(a trial with relative gain ``effect`` ranks among the top m of ``trials`` screened ones when the others
-    have none), the ranking statistic normal with SD ``ranking_sd`` in log; integrated by Gauss-Hermite."""
-    if trials <= m:
-        return 1.0
-    beaten_by = _st.norm.sf(math.log1p(effect) / ranking_sd + _HERMITE_NODES)  # chance one null trial ranks above
-    return float(_HERMITE_WEIGHTS @ _st.binom.cdf(m - 1, trials - 1, beaten_by) / math.sqrt(2 * math.pi))
-
-
-def sweep_power(
-    effect: float,
-    *,
-    log_sd: float,
-    trials: int,
-    screening_pairs: int,
-    confirmation_pairs: int,
-    design: Design,
-    ranking_sd: float | None = None,
-) -> float:
-    """The power calculation of a whole sweep: the chance that one trial with relative gain ``effect`` among
-    ``trials`` (the others with none) is selected as a candidate and then confirmed.
-
-    Selection ranks by the screening lower bound; before screening its noise is taken as the estimate's
-    standard error log_sd / sqrt(screening_pairs), after it pass the measured :func:`ranking_sd`.
-    """
-    m = min(design.m, trials)
-    noise = ranking_sd if ranking_sd is not None else log_sd / math.sqrt(screening_pairs)
-    selected = _selection_chance(effect, ranking_sd=noise, trials=trials, m=m)
-    confirmed = detection_power(log_sd, confirmation_pairs, effect, alpha=design.alpha, m=m, looks=design.looks)
-    return selected * confirmed
-
-
-@dataclass(frozen=True)
-class PowerStatement:
-    """What a budget can detect, for the CLI to print before and during a run."""
-
-    log_sd: float
-    trials: int
-    design: Design
-    screening_pairs: int
-    screening_mde: float  # one screening comparison, one-sided 2.5%
-    confirmation_pairs: int  # planned per candidate
-    confirmation_mde: float
-    pairs_needed: int  # per candidate for min_effect at the design's power
-    sweep_power: float  # chance a trial with min_effect among `trials` is confirmed
-    pairs_per_minute: float | None = None
-
-    def _time(self, pairs: int) -> str:
-        if not self.pairs_per_minute:
-            return ""
-        minutes = pairs / self.pairs_per_minute
-        if minutes < 1:
-            return f" (~{minutes * 60:.0f} s)"
-        return f" (~{minutes:.0f} min)" if minutes < 120 else f" (~{minutes / 60:.1f} h)"
-
-    def lines(self) -> list[str]:
-        d = self.design
-        return [
-            f"per-pair SD {self.log_sd:.3f}; the smallest gain worth deploying (min_effect) is {d.min_effect:.1%}",
-            f"screening: {self.screening_pairs} pairs per trial detect {self.screening_mde:.1%} "
-            "(candidates only; screening never names the winner)",
-            f"confirmation: {self.confirmation_pairs} pairs per candidate{self._time(self.confirmation_pairs)} "
-            f"detect {self.confirmation_mde:.1%} with {d.power:.0%} power (one-sided {d.alpha:g}, Holm over {d.m}, "
-            f"{d.looks} look(s))",
-            f"{d.min_effect:.1%} needs {self.pairs_needed} pairs per candidate{self._time(self.pairs_needed)}; "
-            f"a {d.min_effect:.1%} trial among {self.trials} is confirmed with probability {self.sweep_power:.0%}",
-        ]
-
-
-def power_statement(
-    log_sd: float,
-    *,
-    trials: int,
-    screening_pairs: int,
-    design: Design = Design(),
-    confirmation_pairs: int | None = None,
-    pairs_per_minute: float | None = None,
-) -> PowerStatement:
-    """The power statement for a per-pair SD (from a pilot, the screening so far, or the host defaults above).
-
-    ``confirmation_pairs`` defaults to what ``min_effect`` needs, capped by ``design.max_pairs``.
-    """
-    m = min(design.m, trials)
-    needed = pairs_needed(log_sd, design.min_effect, alpha=design.alpha, m=m, power=design.power, looks=design.looks)
-    planned = confirmation_pairs or min(needed, design.max_pairs or needed)
-    return PowerStatement(
-        log_sd=log_sd,
-        trials=trials,
-        design=design,
-        screening_pairs=screening_pairs,
-        screening_mde=mde(log_sd, screening_pairs, alpha=design.alpha, power=design.power),
-        confirmation_pairs=planned,
-        confirmation_mde=mde(log_sd, planned, alpha=design.alpha, m=m, power=design.power, looks=design.looks),
-        pairs_needed=needed,
-        sweep_power=sweep_power(
-            design.min_effect,
-            log_sd=log_sd,
-            trials=trials,
-            screening_pairs=screening_pairs,
-            confirmation_pairs=planned,
-            design=design,
-        ),
-        pairs_per_minute=pairs_per_minute,
-    )
+    if not plan.candidates:
+        return f"no confirmed winner: none of {len(plan.plans)} candidate(s) can be confirmed within its budget"
+    mdes = ", ".join(f"#{p.trial} {p.mde:.2%}" for p in plan.measured)
+    return f"no confirmed winner among {len(plan.candidates)} candidate(s) (planned MDE {mdes})"

@@ -10,7 +10,7 @@ from tuner.calibration import cost_line
 from tuner.config import Experiment
 from tuner.errors import StudyIncomplete
 from tuner.feedback import SILENT, Feedback, TableData
-from tuner.results.describe import describe_engine, describe_strategies, fmt_ratio
+from tuner.results.describe import describe_engine, describe_strategies, fmt_ratio, measured_by, verdict_words
 from tuner.results.records import SweepSummary, TrialRow
 from tuner.sweep.confirmation import CONFIRMATION_ATTR, run_confirmation
 from tuner.sweep.study import default_storage, enqueue_missing, open_study
@@ -85,17 +85,19 @@ def require_complete(summary: SweepSummary) -> None:
 
 def trials_table(summary: SweepSummary) -> TableData:
     objectives = [o["metric"] for o in summary["objectives"]]
+    margin = summary["config"]["search"]["confirm"]["min_effect"] if summary.get("config", {}).get("search") else None
     columns = (
         "#",
         "state",
         "strategies",
         "engine",
         *objectives,
+        "measured by",
         "ratio [95% CI]",
         "p",
         "pairs",
         "feasible",
-        "verdict",
+        "screening call",
     )
     rows = []
     for row in summary["trials"]:
@@ -110,20 +112,24 @@ def trials_table(summary: SweepSummary) -> TableData:
                 strategies,
                 describe_engine(row["engine"], row.get("env")),
                 *[f"{row['anchored'].get(m, float('nan')):.2f}" if row["anchored"] else "-" for m in objectives],
+                measured_by(row),
                 ci,
                 p,
                 restart_cell(row) if row.get("restart_pairs") else str(row["pairs"]),
                 str(row["feasible"]),
-                str(row["verdict"] or "-"),
+                "-" if row["is_baseline"] else verdict_words(row["verdict"], screening=True, margin=margin),
             )
         )
     return TableData(
-        title=f"{summary['experiment']}: trials against the baseline",
+        title=f"{summary['experiment']}: trials against the baseline (screening)",
         columns=columns,
         rows=rows,
         caption="objective columns: each trial's paired ratio x the baseline's median (drift between trials cancels); "
-        "pairs: 'starts' where each arm of a pair ran on an engine started for it (restart pairs), with the paired "
-        "ratio of mean engine stop time (below 1: the trial's engines stop faster)",
+        f"ratio: {objectives[0]}, trial / baseline, of the quantity its method measures (steps: decode step time per "
+        "step, as 1 / step time for a throughput, ratio of sums over step blocks; runs and starts: end to end over "
+        "repetitions); screening call: that trial's two-sided 5% test, not adjusted for the number of trials (only "
+        "confirmation decides); pairs: 'starts' where each arm of a pair ran on an engine started for it (restart "
+        "pairs), with the paired ratio of mean engine stop time (below 1: the trial's engines stop faster)",
     )
 
 

@@ -17,7 +17,7 @@ import optuna
 import sqlalchemy.exc
 
 from tuner.config import Experiment
-from tuner.config.search import Search, split_key
+from tuner.config.search import RESTART_HEADS, Search, split_key
 from tuner.config.start import StartConfig
 from tuner.errors import UserError
 from tuner.sweep.space import baseline_params, config_from_params, grid, suggest
@@ -164,6 +164,26 @@ def _queued_points(experiment: Experiment, *, aa: bool) -> list[dict[str, Any]]:
     if uses_grid(search) and not aa:
         return [base, *(p for p in grid(search.space) if p != base)]
     return [base]
+
+
+def planned_configs(experiment: Experiment) -> list[StartConfig]:
+    """The trials a sweep will screen, as far as they are known before it runs: every grid point but the baseline;
+    for a sampled space, each of its dimensions' heads alone (a strategy, or one engine/env key at its first
+    choice), which shows every way its trials can be measured."""
+    search = require_search(experiment)
+    points = _queued_points(experiment, aa=False)
+    if uses_grid(search):
+        return [config_from_params(p) for p in points[1:]]
+    base = points[0]
+    configs = []
+    for key, spec in search.space.items():
+        head, param = split_key(key)
+        if param is None and isinstance(spec, list) and True in spec:
+            configs.append(StartConfig(strategies={head: {}}))
+        elif head in RESTART_HEADS and isinstance(spec, list) and len(spec) > 1:
+            other = next(v for v in spec if v != base.get(key))
+            configs.append(config_from_params({key: other}))
+    return configs
 
 
 def planned_trials(experiment: Experiment, *, aa: bool) -> int:

@@ -169,6 +169,7 @@ def _trial_row(trial: optuna.trial.FrozenTrial) -> TrialRow:
         "failure": attrs.get("failure"),
         "worker": attrs.get("worker"),
         "step_interleave": attrs.get("step_interleave"),
+        "gc_pacing": attrs.get("gc_pacing"),
     }
 
 
@@ -267,15 +268,22 @@ def verdict_line(summary: SweepSummary) -> str:
 
 
 def detectable(summary: SweepSummary) -> str:
-    """The minimum detectable effect the sweep reached: at the confirmation's pairs, else the screening's."""
+    """The smallest gain the sweep could confirm: at the pairs each candidate spent, else at its planned
+    confirmation, else at the plan the noise before screening promised (the best candidate's, or way of
+    measuring's)."""
     confirmation = summary.get("confirmation") or {}
+    spent = confirmation.get("mde_spent")
+    if isinstance(spent, dict) and any(v is not None for v in spent.values()):
+        trial, value = min(((t, v) for t, v in spent.items() if v is not None), key=lambda item: item[1])
+        return f"minimum detectable effect {value:.2%} at the confirmation pairs spent (trial {trial})"
     power = summary.get("power") or {}
-    if confirmation.get("mde_spent") is not None:
-        return f"minimum detectable effect {confirmation['mde_spent']:.2%} at the confirmation pairs spent"
-    for phase in ("before_confirmation", "before_screening"):
-        mde_value = (power.get(phase) or {}).get("confirmation_mde")
-        if mde_value is not None:
-            return f"minimum detectable effect {mde_value:.2%} at the planned confirmation"
+    planned = [c.get("mde") for c in (power.get("before_confirmation") or {}).get("candidates", [])]
+    planned += [
+        (g.get("confirmation") or {}).get("mde") for g in (power.get("before_screening") or {}).get("groups", [])
+    ]
+    finite = [v for v in planned if v is not None]
+    if finite:
+        return f"minimum detectable effect {min(finite):.2%} at the planned confirmation"
     return "minimum detectable effect not estimated"
 
 

@@ -42,6 +42,7 @@ class TrialAttrs(TypedDict, total=False):
     telemetry: list[Any]
     tail: dict[str, Any] | None
     step_interleave: dict[str, Any]
+    gc_pacing: dict[str, Any]  # a GC-pacing trial: each arm's gen0 cycle measured alone, and the grain it gave
 
 
 def record(trial: optuna.Trial, attrs: TrialAttrs) -> None:

@@ -16,8 +16,8 @@ engines.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import optuna
@@ -29,20 +29,26 @@ from tuner.config.start import StartConfig
 from tuner.engine import EngineError, EngineSession
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, Task, task
-from tuner.grain import Grain, grain_for
+from tuner.gc_pacing import measure_gc_cycles
+from tuner.grain import Grain, grain_for, paces_gc
 from tuner.interleave import interleaved_comparison, step_pairs, step_ratio
-from tuner.metric_table import STEP_LEVEL_METRICS
+from tuner.metric_table import STEP_LEVEL_METRICS, quantity
 from tuner.paired_estimate import Pair, run_pair
 from tuner.pairing import Arms, Restarts, left_out_of_steps, paired_runs, step_interleavable
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.stats import RatioEstimate
-from tuner.sweep.confirmation import SCREENING_POWER_ATTR, Candidate, screening_power
+from tuner.sweep.confirmation import SCREENING_POWER_ATTR
 from tuner.sweep.decisions import slo
-from tuner.sweep.study import WORKLOAD_ATTR, planned_trials, require_search, trial_config
+from tuner.sweep.noise import power_before_screening
+from tuner.sweep.plans import Candidate
+from tuner.sweep.study import WORKLOAD_ATTR, planned_configs, require_search, trial_config
 from tuner.sweep.trial_attrs import INTERRUPTED_FAILURE, read, record
+from tuner.sweep.watchdog import Watchdog
 from tuner.tail_attribution import tail_record
 from tuner.workbench import Workbench
 
+GC_PILOT_SHARE = 0.15
+"""A GC-pacing trial measures each arm's gen0 cycle alone for this share of its step budget (each)."""
 BASELINE_START = StartConfig()
 """The experiment's own engine args and environment variables, no strategy in force at start: the baseline's
 engine."""
@@ -119,6 +125,11 @@ class Sweep:
         )
         return moved or any(not strategy_classes()[name].switchable for name in config.strategies)
 
+    def kill(self) -> None:
+        """Kill the running engine at once (a trial past its time limit)."""
+        if self.session is not None:
+            self.session.kill()
+
     def close(self) -> None:
         if self.session is not None:
             self.session.close()
@@ -158,7 +169,7 @@ class Sweep:
         progress = self.feedback.task(
             f"trial {trial.number}" + (" (baseline)" if is_baseline else ""), total=self.search.pairs.max
         )
-        watchdog = _Watchdog(self, self.search.trial_timeout_s)
+        watchdog = Watchdog(self.kill, self.search.trial_timeout_s)
         try:
             if restarts:
                 progress.update(description=f"trial {trial.number}: restart pairs")
@@ -171,38 +182,7 @@ class Sweep:
                 return self._record(trial, arms, is_baseline)
             bench = self._workbench(StartConfig(config.engine, config.env))
             watchdog.arm()
-            # The baseline trial only needs its own repetitions: the minimum number of pairs.
-            pairs = Pairs(min=self.search.pairs.min, max=self.search.pairs.min) if is_baseline else self.search.pairs
-            steps = not is_baseline and self._use_steps(bench, config.strategies)
-            if steps:  # absolute metrics for objectives and SLOs from the minimum pairs; the verdict from steps
-                pairs = Pairs(min=self.search.pairs.min, max=self.search.pairs.min)
-            # An A/A sweep checks every method the real sweep would use: run-level pairs, and steps when the space
-            # holds strategies that are compared step by step here.
-            steps = steps or (self.aa and not is_baseline and self._space_uses_steps(bench))
-            arms = paired_runs(
-                bench,
-                config.strategies,
-                pairs,
-                self.search.objectives[0],
-                self.search.resolution,
-                seed=self.search.seed + trial.number,
-                on_pair=self._pair_callback(trial, progress, prunable=not is_baseline),
-            )
-            if steps:
-                progress.update(description=f"trial {trial.number}: step interleaving")
-                grain = self.grain(config.strategies)
-                arms.step_result = interleaved_comparison(
-                    bench,
-                    {},
-                    config.strategies,
-                    block_steps=grain.block_steps,
-                    settle=grain.settle,
-                    resolution=self.search.resolution,
-                    budget_s=self.search.step_budget_s,
-                    seed=self.search.seed + trial.number,
-                )
-                arms.step_result.grain = grain.why
-                arms.step_result.left_out = left_out_of_steps(config.strategies)
+            arms = self._on_engine(bench, trial, config.strategies, is_baseline, progress)
         except optuna.TrialPruned:
             raise
         except Exception as exc:
@@ -232,7 +212,7 @@ class Sweep:
             config.strategies,
             pairs,
             self.search.objectives[0],
-            self.search.resolution,
+            self.search.confirm.min_effect,
             seed=seed,
             first_pair=first_pair,
             on_pair=on_pair,
@@ -240,6 +220,69 @@ class Sweep:
         )
         self.switch_s += arms.switch_s
         return arms
+
+    def _on_engine(
+        self, bench: Workbench, trial: optuna.Trial, strategies: StrategySet, is_baseline: bool, progress: Task
+    ) -> Arms:
+        """``strategies`` against the reference on the running engine: run-level pairs, and a step-level comparison
+        where every strategy switches per step (its grain measured first for GC pacing, which may send it to run
+        level). The baseline trial only needs its own repetitions: the minimum number of pairs."""
+        seed = self.search.seed + trial.number
+        steps = not is_baseline and self._use_steps(bench, strategies)
+        grain, piloted_s = self._step_grain(bench, trial, strategies, seed) if steps else (None, 0.0)
+        steps = grain is not None and not grain.run_level
+        # Step trials take absolute metrics for objectives and SLOs from the minimum pairs, the verdict from steps.
+        pairs = (
+            Pairs(min=self.search.pairs.min, max=self.search.pairs.min) if is_baseline or steps else self.search.pairs
+        )
+        # An A/A sweep checks every method the real sweep would use: run-level pairs, and steps when the space holds
+        # strategies that are compared step by step here.
+        if self.aa and not is_baseline and self._space_uses_steps(bench):
+            grain = self.grain(strategies)
+        min_effect = self.search.confirm.min_effect
+        on_pair = self._pair_callback(trial, progress, prunable=not is_baseline)
+        arms = paired_runs(bench, strategies, pairs, self.search.objectives[0], min_effect, seed=seed, on_pair=on_pair)
+        if grain is not None and not grain.run_level:
+            progress.update(description=f"trial {trial.number}: step interleaving")
+            arms.step_result = interleaved_comparison(
+                bench,
+                {},
+                strategies,
+                block_steps=grain.block_steps,
+                settle=grain.settle,
+                min_effect=min_effect,
+                budget_s=max(self.search.step_budget_s - piloted_s, 0.0),
+                seed=seed,
+            )
+            arms.step_result.grain = grain.why
+            arms.step_result.left_out = left_out_of_steps(strategies)
+        return arms
+
+    def _step_grain(
+        self, bench: Workbench, trial: optuna.Trial, strategies: StrategySet, seed: int
+    ) -> tuple[Grain, float]:
+        """The grain of ``strategies``' step comparison and the step-budget seconds spent choosing it: for GC
+        pacing, each arm's gen0 cycle measured alone first (:data:`GC_PILOT_SHARE` of the step budget each, recorded
+        on the trial), and run level where blocks of several such cycles do not fit the rest of the budget."""
+        if not paces_gc(strategies):
+            return self.grain(strategies), 0.0
+        pilot_s = GC_PILOT_SHARE * self.search.step_budget_s
+        cycles, alone_rates = measure_gc_cycles(bench, {}, strategies, pilot_s, seed)
+        left = self.search.step_budget_s - 2 * pilot_s
+        grain = grain_for(strategies, self.calibration, self.search.block_steps, cycles=cycles, budget_s=left)
+        record(
+            trial,
+            {
+                "gc_pacing": {
+                    "cycles": asdict(cycles),
+                    "alone_gen0_per_1000_steps": alone_rates,
+                    "grain": grain.why,
+                    "run_level": grain.run_level,
+                }
+            },
+        )
+        self.feedback.note(f"trial {trial.number}: {grain.why}")
+        return grain, 2 * pilot_s
 
     def grain(self, strategies: StrategySet) -> Grain:
         """The block length and settle of a step-level comparison of ``strategies`` (see :mod:`tuner.grain`)."""
@@ -279,7 +322,7 @@ class Sweep:
             {}
             if is_baseline
             else {
-                metric: arms.ratio(metric, self.search.resolution).to_dict()
+                metric: arms.ratio(metric, self.search.confirm.min_effect).to_dict()
                 for metric in {o.metric for o in self.search.objectives} | {c.metric for c in self.search.constraints}
             }
         )
@@ -289,6 +332,9 @@ class Sweep:
             if not self.aa:  # A/A keeps both methods' verdicts apart (see summarize_study)
                 # Steps stand in for throughput and mean per-token latency only; the rest keep run-level ratios.
                 ratios |= {m: step_ratio(arms.step_result, m) for m in ratios if m in STEP_LEVEL_METRICS}
+        pairs_method = "restarts" if arms.start_s["trial"] else "runs"
+        for metric, ratio in ratios.items():  # every ratio names what it is a ratio of
+            ratio["quantity"] = quantity(metric, "steps" if ratio.get("source") == "steps" else pairs_method)
         # What Optuna sees (objectives, constraints): each ratio times the anchor's median, so that host drift
         # between trials, each measured at another time, cancels. Absolute medians stay in "metrics".
         anchor = medians if is_baseline else self._anchor(arms)
@@ -341,16 +387,15 @@ class Sweep:
             arms = self._restart_pairs(config, Pairs(min=size, max=size), seed=seed, first_pair=done)
             return [run_pair(metric, t, r) for t, r in zip(arms.trial, arms.reference, strict=True)]
         bench = self._workbench()
-        if candidate.method == "steps":
-            grain = self.grain(candidate.strategies)
+        if candidate.method == "steps":  # at its screening's grain (a GC-pacing grain was measured then)
             return step_pairs(
                 bench,
                 {},
                 candidate.strategies,
                 wanted=wanted,
                 budget_s=left_s,
-                block_steps=grain.block_steps,
-                settle=grain.settle,
+                block_steps=candidate.block_steps or self.grain(candidate.strategies).block_steps,
+                settle=candidate.settle,
                 seed=seed + done,
             )
         arms = paired_runs(
@@ -358,7 +403,7 @@ class Sweep:
             candidate.strategies,
             Pairs(min=size, max=size),
             self.search.objectives[0],
-            self.search.resolution,
+            None,
             seed=seed,
             first_pair=done,
         )
@@ -366,16 +411,26 @@ class Sweep:
         return [run_pair(metric, t, r) for t, r in zip(arms.trial, arms.reference, strict=True)]
 
     def screening_power(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        """After the baseline trial: print the power statement of the sweep from its pairs and store it."""
+        """After the baseline trial: print what the sweep's budgets can detect, from the noise of each way its
+        trials will be measured (:mod:`tuner.sweep.noise`), and store it."""
         attrs = read(trial)
         arms = attrs.get("arms")
         if not attrs.get("baseline") or self.aa or not arms or len(arms["trial"]) < 2:
             return
-        trials = max(planned_trials(self.experiment, aa=False) - 1, 1)
-        power = screening_power(arms, self.search, trials, self.restart_keys())
+        power = power_before_screening(
+            planned_configs(self.experiment), self.method_of, lambda c: self.grain(c.strategies), self.calibration,
+            arms, self.search,
+        )  # fmt: skip
         study.set_user_attr(SCREENING_POWER_ATTR, power)
-        self.feedback.note("power before screening (run-level noise of the baseline's own pairs)", "heading")
+        self.feedback.note("power before screening (the noise of each way the trials are measured)", "heading")
         self.feedback.note("  " + "\n  ".join(power["lines"]))
+
+    def method_of(self, config: StartConfig) -> str:
+        """How a trial of ``config`` is measured: "restarts", "steps" (where every strategy switches per step and
+        the search allows it) or "runs"."""
+        if self.needs_restarts(config):
+            return "restarts"
+        return "steps" if self.search.method != "runs" and step_interleavable(config.strategies) else "runs"
 
     def run(self, n_trials: int | None, callbacks: Sequence[TrialCallback] = ()) -> None:
         """Run ``n_trials`` trials (``None``: until a callback stops the study); the caller closes the engine."""
@@ -397,35 +452,6 @@ class Sweep:
                 callbacks=[self.screening_power, *callbacks],
                 gc_after_trial=False,
             )
-
-
-class _Watchdog:
-    """Kills the engine of a trial that runs past its time limit (the trial then fails with that reason).
-
-    The clock starts when :meth:`arm` is called, once the trial's engine is up: starting an engine is not the
-    configuration's time (and a new engine is only needed when engine args change).
-    """
-
-    def __init__(self, sweep: Sweep, limit_s: float | None) -> None:
-        self.limit_s = limit_s or 0.0
-        self.fired = False
-        self._sweep = sweep
-        self._timer = threading.Timer(self.limit_s, self._fire) if limit_s else None
-        if self._timer is not None:
-            self._timer.daemon = True
-
-    def arm(self) -> None:
-        if self._timer is not None:
-            self._timer.start()
-
-    def _fire(self) -> None:
-        self.fired = True
-        if self._sweep.session is not None:
-            self._sweep.session.kill()
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
 
 
 def _compact(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,215 @@
+"""How each screened candidate is confirmed: its own noise, pair rate, grain, looks and time budget.
+
+A candidate is confirmed by the method and grain its screening used (step blocks of its grain, run-level pairs or
+restart pairs), so its screening's per-pair SD and pair rate are the noise and the pace of its fresh pairs. Each
+candidate spends its own ``budget_s``: its pairs are what that budget holds at :data:`CONFIRMATION_PACE` of its own
+pair rate. One plan for all (the pooled SD, the slowest candidate's rate) gave a 2-step-block candidate 8 pairs,
+0.6 s of its 30 s, beside two slow GC-pacing candidates. Holm across the candidates stays: the plans only decide how
+many pairs each one gets and when its looks fall.
+
+A candidate whose budget holds too few pairs for the sign-flip test to reach its level (one-sided 2^-n at n pairs)
+is not measured at all: it could not be confirmed, and leaving it out of Holm's count (decided before any fresh
+pair) keeps the others' level at alpha / (the candidates that can).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from scipy import stats as _st
+
+from tuner.stats import detection_power, mde, obf_boundaries, pairs_needed
+
+CONFIRMATION_PACE = 0.8
+"""The share of the screening's pair rate a confirmation is planned at: a confirmation measures pairs more slowly
+than its screening did (each look starts a fresh comparison; 18.8 against 21.1 step pairs/s in one sweep here), and
+planned at the screening's rate its last look would not be reached within the budget."""
+SD_CONFIDENCE = 0.95
+"""The per-pair SD a plan rests on is itself estimated: MDEs are also stated at its upper bound at this level."""
+
+
+@dataclass(frozen=True)
+class Design:
+    """How candidates are confirmed: up to ``m`` of them, one-sided ``alpha`` with Holm across them, the power
+    planned for ``min_effect`` (host-side strategies gain 1-3%), O'Brien-Fleming over ``looks``."""
+
+    m: int = 3
+    min_effect: float = 0.01
+    alpha: float = 0.025
+    power: float = 0.8
+    looks: int = 4
+
+    def __post_init__(self) -> None:
+        if self.m < 1 or self.looks < 1 or not 0 < self.alpha < 0.5 or not 0 < self.power < 1:
+            raise ValueError(f"invalid design {self}")
+        if not (math.isfinite(self.min_effect) and self.min_effect > 0):
+            raise ValueError(f"min_effect must be a positive relative gain, got {self.min_effect}")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A screened trial to confirm: what it runs, how its pairs are made and how fast they come."""
+
+    trial: int
+    strategies: dict[str, dict[str, Any]]
+    method: str  # "steps" (in-engine interleaving), "runs" (paired repetitions) or "restarts" (restart pairs)
+    pairs_per_s: float
+    grain: str = ""  # how its pairs are made, in words (steps: the block length and why)
+    block_steps: int | None = None  # steps: the screening's block length, kept for its fresh pairs
+    settle: bool = False  # steps: whether each block ends in a settle
+    left_out: tuple[str, ...] = ()  # what its estimate does not see (steps: the front-end part of its effect)
+    engine: dict[str, Any] = field(default_factory=dict)  # restarts: its engine-arg overrides
+    env: dict[str, Any] = field(default_factory=dict)  # restarts: its vLLM environment variable overrides
+
+
+def sd_upper(log_sd: float, pairs: int, confidence: float = SD_CONFIDENCE) -> float:
+    """The one-sided upper confidence bound of a per-pair SD measured from ``pairs`` pairs (chi-square with
+    pairs - 1 degrees of freedom; heavy tails make the true bound wider still). inf below two pairs."""
+    if pairs < 2 or not math.isfinite(log_sd):
+        return math.inf
+    return log_sd * math.sqrt((pairs - 1) / float(_st.chi2.ppf(1 - confidence, pairs - 1)))
+
+
+@functools.cache
+def least_pairs(alpha: float, looks: int) -> int:
+    """The fewest pairs with which the exact one-sided sign-flip test can reach the last look's O'Brien-Fleming
+    level at ``alpha``: its smallest p-value is 2^-n."""
+    final_level = float(_st.norm.sf(obf_boundaries(alpha, [(k + 1) / looks for k in range(looks)])[-1]))
+    return math.ceil(-math.log2(final_level) - 1e-9)
+
+
+@dataclass(frozen=True)
+class CandidatePlan:
+    """One candidate's confirmation: its noise (the screening's per-pair SD and the pairs it came from), its pace,
+    the pairs its budget holds and the cumulative pairs at each of its looks; ``m`` candidates share Holm."""
+
+    candidate: Candidate
+    log_sd: float
+    sd_pairs: int
+    pairs: int
+    looks: tuple[int, ...]
+    m: int
+    design: Design
+    budget_s: float
+
+    @property
+    def trial(self) -> int:
+        return self.candidate.trial
+
+    @property
+    def fractions(self) -> tuple[float, ...]:
+        return tuple(n / self.pairs for n in self.looks)
+
+    @property
+    def measurable(self) -> bool:
+        """Whether its pairs can reach the test's level at all (:func:`least_pairs`)."""
+        return self.pairs >= least_pairs(self.design.alpha / self.m, len(self.looks))
+
+    def mde_at(self, log_sd: float, pairs: int | None = None) -> float:
+        """The gain its test confirms with the design's power, at a per-pair SD (inf where it cannot)."""
+        n = self.pairs if pairs is None else pairs
+        if not (math.isfinite(log_sd) and log_sd > 0) or n < 1:
+            return math.inf
+        d = self.design
+        return mde(log_sd, n, alpha=d.alpha, m=self.m, power=d.power, looks=len(self.looks))
+
+    @property
+    def mde(self) -> float:
+        return self.mde_at(self.log_sd)
+
+    @property
+    def mde_upper(self) -> float:
+        """The MDE if the per-pair SD is at its upper confidence bound (:func:`sd_upper`)."""
+        return self.mde_at(sd_upper(self.log_sd, self.sd_pairs))
+
+    @property
+    def needed(self) -> int | None:
+        """Pairs ``min_effect`` needs at its SD and the design's power (None without a usable SD)."""
+        if not (math.isfinite(self.log_sd) and self.log_sd > 0):
+            return None
+        d = self.design
+        return pairs_needed(self.log_sd, d.min_effect, alpha=d.alpha, m=self.m, power=d.power, looks=len(self.looks))
+
+    def power_at(self, effect: float) -> float:
+        """The chance that a true gain ``effect`` is confirmed by this plan (its own level alpha / m)."""
+        if not (math.isfinite(self.log_sd) and self.log_sd > 0):
+            return 0.0
+        d = self.design
+        return detection_power(self.log_sd, self.pairs, effect, alpha=d.alpha, m=self.m, looks=len(self.looks))
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.candidate
+        return {
+            "trial": c.trial,
+            "method": c.method,
+            "grain": c.grain,
+            "block_steps": c.block_steps,
+            "pairs_per_s": c.pairs_per_s,
+            "log_sd": finite_or_none(self.log_sd),
+            "sd_pairs": self.sd_pairs,
+            "sd_upper": finite_or_none(sd_upper(self.log_sd, self.sd_pairs)),
+            "pairs": self.pairs,
+            "looks": list(self.looks),
+            "budget_s": self.budget_s,
+            "holm_m": self.m,
+            "measurable": self.measurable,
+            "mde": finite_or_none(self.mde),
+            "mde_upper": finite_or_none(self.mde_upper),
+            "pairs_needed": self.needed,
+        }
+
+
+@dataclass(frozen=True)
+class ConfirmationPlan:
+    """Every nominated candidate's plan; only the measurable ones are measured and tested (Holm over them)."""
+
+    plans: tuple[CandidatePlan, ...]
+    design: Design
+
+    @property
+    def measured(self) -> tuple[CandidatePlan, ...]:
+        return tuple(p for p in self.plans if p.measurable)
+
+    @property
+    def candidates(self) -> tuple[int, ...]:
+        """The trials measured and tested, best screening lower bound first."""
+        return tuple(p.trial for p in self.measured)
+
+    def plan_for(self, trial: int) -> CandidatePlan:
+        return next(p for p in self.plans if p.trial == trial)
+
+
+def plan_candidate(
+    candidate: Candidate, log_sd: float, sd_pairs: int, *, budget_s: float, m: int, design: Design
+) -> CandidatePlan:
+    """``candidate``'s plan: the pairs ``budget_s`` holds at :data:`CONFIRMATION_PACE` of its pair rate (at least
+    2), read at up to ``design.looks`` equal looks of at least 2 pairs each."""
+    pairs = max(2, math.floor(CONFIRMATION_PACE * budget_s * candidate.pairs_per_s))
+    count = max(1, min(design.looks, pairs // 2))
+    looks = tuple(math.ceil(pairs * (k + 1) / count) for k in range(count))
+    return CandidatePlan(candidate, log_sd, sd_pairs, pairs, looks, m, design, budget_s)
+
+
+def plan_confirmation(
+    nominated: list[tuple[Candidate, float, int]], *, budget_s: float, design: Design
+) -> ConfirmationPlan:
+    """Plans for the nominated candidates, each (candidate, its screening's per-pair SD, the pairs it came from),
+    best first. Measurability is judged at Holm's count of every nominated candidate; the plans of those measured
+    are then made at the count of those alone, which is the family Holm controls."""
+    first = [
+        plan_candidate(c, sd, n, budget_s=budget_s, m=max(len(nominated), 1), design=design) for c, sd, n in nominated
+    ]
+    m = max(sum(p.measurable for p in first), 1)
+    plans = tuple(
+        plan_candidate(p.candidate, p.log_sd, p.sd_pairs, budget_s=budget_s, m=m, design=design) if p.measurable else p
+        for p in first
+    )
+    return ConfirmationPlan(plans, design)
+
+
+def finite_or_none(value: float) -> float | None:
+    """``value`` for a JSON record: None where it is inf or nan (JSON has neither)."""
+    return value if math.isfinite(value) else None

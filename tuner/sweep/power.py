@@ -1,0 +1,234 @@
+"""What a sweep's budgets can detect, said before it spends them, from the noise of the method each trial will use.
+
+- **Before screening**, per way of measuring the space's trials will use (:class:`Noise`): step blocks at a
+  calibrated grain (the calibration's A/A per-pair SD and pair rate at that block length), run-level pairs (the
+  baseline trial's own pairs), or a grain nothing has measured yet (settled GC-pacing blocks, a block length the
+  calibration did not try): said so, and stated before confirmation from its screening.
+- **Before confirmation**, each candidate's own plan (:mod:`tuner.sweep.plans`).
+
+A per-pair SD is itself an estimate (the calibration's from a few hundred step pairs, the baseline's from 6 run
+pairs): every MDE is also given at the SD's upper confidence bound (:func:`tuner.sweep.plans.sd_upper`).
+
+The chance that a trial of a given gain is *selected* (ranks among the candidates by its screening lower bound) is
+computed for trials of mixed grains: each trial's lower bound is normal around its estimate minus its half-width
+with its own standard error, integrated by Gauss-Hermite over the gaining trial's bound with the count of null
+trials above it Poisson-binomial.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats as _st
+
+from tuner.stats import mde
+from tuner.sweep.decisions import ScreeningResult, gain_bounds
+from tuner.sweep.plans import CONFIRMATION_PACE, CandidatePlan, ConfirmationPlan, Design, finite_or_none, sd_upper
+
+_HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
+Z_95 = float(_st.norm.isf(0.025))
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How a trial's screening lower bound scatters (log): its standard error and its CI half-width."""
+
+    se: float
+    half_width: float
+
+    @classmethod
+    def of(cls, log_sd: float, pairs: int) -> Ranking:
+        """Before screening: the bound of ``pairs`` pairs of per-pair SD ``log_sd`` (95% half-width)."""
+        se = log_sd / math.sqrt(max(pairs, 1))
+        return cls(se, Z_95 * se)
+
+    @classmethod
+    def measured(cls, estimate: Any) -> Ranking:
+        """After screening: the trial's own standard error and half-width (a RatioEstimate)."""
+        low, point, _ = gain_bounds(estimate)
+        return cls(estimate.log_sd / math.sqrt(max(estimate.n, 1)), math.log(point / low))
+
+
+def _count_distribution(chances: np.ndarray) -> np.ndarray:
+    """Poisson-binomial: per row of chances (rows, trials), the distribution of how many come true (rows, trials+1)."""
+    dist = np.zeros((chances.shape[0], chances.shape[1] + 1))
+    dist[:, 0] = 1.0
+    for j in range(chances.shape[1]):
+        p = chances[:, j : j + 1]
+        dist[:, 1:] = dist[:, 1:] * (1 - p) + dist[:, :-1] * p
+        dist[:, :1] *= 1 - p
+    return dist
+
+
+def selection_chance(effect: float, target: Ranking, others: Sequence[Ranking], m: int) -> float:
+    """P(a trial with relative gain ``effect`` ranks among the top ``m`` by screening lower bound when the
+    ``others`` have no gain)."""
+    if len(others) < m:
+        return 1.0
+    bound = math.log1p(effect) - target.half_width + target.se * _HERMITE_NODES  # the gaining trial's lower bound
+    se = np.array([max(o.se, 1e-12) for o in others])
+    half_width = np.array([o.half_width for o in others])
+    above = _st.norm.sf((bound[:, None] + half_width) / se)  # (nodes, others): a null trial's bound is higher
+    chance = _count_distribution(above)[:, :m].sum(axis=1)
+    return float(_HERMITE_WEIGHTS @ chance / math.sqrt(2 * math.pi))
+
+
+def sweep_power(effect: float, plan: CandidatePlan, target: Ranking, others: Sequence[Ranking]) -> float:
+    """The chance that one trial of gain ``effect`` among ``others`` (no gain) is selected and then confirmed on
+    ``plan``."""
+    return selection_chance(effect, target, others, plan.design.m) * plan.power_at(effect)
+
+
+# ------------------------------------------------------------------------------------- before screening
+
+
+@dataclass(frozen=True)
+class Noise:
+    """One way of measuring: its per-pair SD and pair rate (None where nothing measured them yet) and their source."""
+
+    method: str  # "steps", "runs" or "restarts"
+    grain: str  # in words: "2-step blocks", "run-level pairs", ...
+    log_sd: float | None
+    sd_pairs: int
+    pairs_per_s: float | None
+    source: str
+
+    @property
+    def known(self) -> bool:
+        return self.log_sd is not None and self.pairs_per_s is not None and math.isfinite(self.log_sd)
+
+
+@dataclass(frozen=True)
+class GroupPower:
+    """What one way of measuring buys, for the ``trials`` screened that way: a screening's MDE, the planned
+    confirmation of one of them and the chance a ``min_effect`` trial among all is selected and confirmed."""
+
+    noise: Noise
+    trials: int
+    screening_pairs: int
+    plan: CandidatePlan | None  # None where the noise is not known before screening
+    sweep_power: float | None
+
+    def screening_mde(self, upper: bool = False) -> float:
+        noise, d = self.noise, self.plan.design if self.plan else Design()
+        if not noise.known or noise.log_sd is None or self.screening_pairs < 1:
+            return math.inf
+        sd = sd_upper(noise.log_sd, noise.sd_pairs) if upper else noise.log_sd
+        return mde(sd, self.screening_pairs, alpha=d.alpha, power=d.power) if math.isfinite(sd) else math.inf
+
+    def lines(self, screening_budget: str) -> list[str]:
+        n = self.noise
+        head = f"{n.method}, {n.grain} ({self.trials} trial{'s' if self.trials != 1 else ''})"
+        if not n.known or self.plan is None or n.log_sd is None or n.pairs_per_s is None:
+            return [f"{head}: {n.source}"]
+        upper = sd_upper(n.log_sd, n.sd_pairs)
+        lines = [
+            f"{head}: per-pair SD {n.log_sd:.3f} (<= {upper:.3f} at 95%) and {n.pairs_per_s:.3g} pairs/s, "
+            f"from {n.source}",
+            f"  screening: {screening_budget} per trial detect "
+            f"{_pct(self.screening_mde())} ({_pct(self.screening_mde(upper=True))} at the SD's bound); a screening "
+            "call is unadjusted and only nominates candidates",
+            *("  " + line for line in plan_lines(self.plan)[1:]),
+        ]
+        if self.sweep_power is not None:
+            d = self.plan.design
+            lines.append(
+                f"  a {d.min_effect:.1%} trial measured this way is selected and confirmed with probability "
+                f"{self.sweep_power:.0%}"
+            )
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        n = self.noise
+        return {
+            "method": n.method,
+            "grain": n.grain,
+            "trials": self.trials,
+            "source": n.source,
+            "log_sd": n.log_sd,
+            "sd_pairs": n.sd_pairs,
+            "sd_upper": finite_or_none(sd_upper(n.log_sd, n.sd_pairs)) if n.log_sd is not None else None,
+            "pairs_per_s": n.pairs_per_s,
+            "screening_pairs": self.screening_pairs,
+            "screening_mde": finite_or_none(self.screening_mde()),
+            "confirmation": self.plan.to_dict() if self.plan else None,
+            "sweep_power": self.sweep_power,
+        }
+
+
+def group_powers(groups: Sequence[tuple[Noise, int, int, CandidatePlan | None]], design: Design) -> list[GroupPower]:
+    """Each group (its noise, trials, screening pairs per trial, its confirmation plan) with the chance that a
+    ``min_effect`` trial of it is selected among every known trial and confirmed."""
+    rankings = [
+        (index, Ranking.of(noise.log_sd, pairs))
+        for index, (noise, trials, pairs, _) in enumerate(groups)
+        if noise.known and noise.log_sd is not None
+        for _ in range(trials)
+    ]
+    out = []
+    for index, (noise, trials, pairs, plan) in enumerate(groups):
+        power = None
+        if plan is not None and noise.log_sd is not None:
+            others = [r for r in rankings if r[0] != index] + [r for r in rankings if r[0] == index][1:]
+            power = sweep_power(design.min_effect, plan, Ranking.of(noise.log_sd, pairs), [r for _, r in others])
+        out.append(GroupPower(noise, trials, pairs, plan, power))
+    return out
+
+
+# ------------------------------------------------------------------------------------- before confirmation
+
+
+def plan_lines(plan: CandidatePlan) -> list[str]:
+    """One candidate's plan in words: its noise, then what its budget holds and detects."""
+    c, d = plan.candidate, plan.design
+    upper = sd_upper(plan.log_sd, plan.sd_pairs)
+    head = (
+        f"trial {c.trial} ({c.method}, {c.grain}): per-pair SD {plan.log_sd:.3f} from {plan.sd_pairs} pairs "
+        f"(<= {upper:.3f} at 95%), {c.pairs_per_s:.3g} pairs/s"
+    )
+    holds = f"confirmation: {plan.budget_s:g} s hold {plan.pairs} pairs in {len(plan.looks)} look(s)"
+    if not plan.measurable:
+        return [
+            head,
+            f"{holds}: too few for the sign-flip test to reach one-sided {d.alpha / plan.m:.2g}: not measured",
+        ]
+    needed = plan.needed
+    need = (
+        f"; {d.min_effect:.1%} needs {needed} pairs (~{_seconds(needed / c.pairs_per_s / CONFIRMATION_PACE)})"
+        if needed
+        else ""
+    )
+    if needed and needed > plan.pairs:
+        need += ": out of this budget's reach"
+    return [
+        head,
+        f"{holds} detect {_pct(plan.mde)} ({_pct(plan.mde_upper)} at the SD's bound) with {d.power:.0%} power "
+        f"(one-sided {d.alpha:g}, Holm over {plan.m}){need}",
+    ]
+
+
+def confirmation_lines(plan: ConfirmationPlan) -> list[str]:
+    """Every nominated candidate's plan, and how many are measured."""
+    lines = [line for p in plan.plans for line in plan_lines(p)]
+    if len(plan.measured) < len(plan.plans):
+        lines.append(f"candidates measured: {len(plan.measured)} of {len(plan.plans)} (Holm over those measured)")
+    return lines
+
+
+def selection_rankings(screening: Sequence[ScreeningResult]) -> list[Ranking]:
+    """Every measured screening estimate's ranking noise (after screening)."""
+    return [Ranking.measured(r.estimate) for r in screening if r.estimate is not None and r.estimate.n >= 2]
+
+
+def _pct(value: float) -> str:
+    return f"{value:.1%}" if math.isfinite(value) else "nothing"
+
+
+def _seconds(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
