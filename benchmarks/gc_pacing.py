@@ -35,7 +35,7 @@ from tuner.results.files import write_json
 from tuner.workbench import Workbench
 
 REPO = Path(__file__).resolve().parent.parent
-LOAD: StrategySet = {"known_gc_load": {"engine_core_objects": 300, "refs_per_object": 500}}
+LOAD: StrategySet = {"known_gc_load": {"engine_core_objects": 300, "refs_per_object": 1000}}
 TRIAL: StrategySet = {**LOAD, "gc_threshold": {"gen0_per_seq": 64}}
 METRIC = "output_tokens_per_s"
 

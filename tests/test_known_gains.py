@@ -75,7 +75,7 @@ def _sweep_the_known_gain(out: Path, side: str) -> Outcome:
     steps = trial["step_interleave"]
     assert steps["block_steps"] == 2 and steps["left_out"] == []  # compared per step, in every engine process
     confirmation = summary["confirmation"]
-    assert confirmation["candidates"][0]["method"] == "steps"
+    assert confirmation["plan"][0]["method"] == "steps" and confirmation["plan"][0]["block_steps"] == 2
     pairs = confirmation["pairs"][str(trial["number"])]
     known_gain = 1 + CUT_MS / 1e3 * sum(p[0] for p in pairs) / sum(p[1] for p in pairs)
     effect = confirmation["decision"]["rows"][0]["confirmation"]

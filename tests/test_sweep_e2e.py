@@ -108,17 +108,22 @@ def test_sweep_interrupted_then_resumed_without_duplicates(tmp_path: Path) -> No
         if not trial["is_baseline"]:
             ratio = trial["ratios"]["output_tokens_per_s"]
             assert ratio["ci_low"] <= ratio["ratio"] <= ratio["ci_high"]
-            assert trial["verdict"] in {"better", "worse", "no_difference", "inconclusive"}
+            assert trial["verdict"] in {"better", "worse", "no_difference", "not_significant"}
     assert all(0 <= s < 5 for s in summary["switch_s"])
-    # Every step-switchable set is judged by step interleaving, at the grain its strategies need: one-step blocks
-    # without a calibration, GC pacing in settled blocks of 16 steps; what steps leave out is named.
+    # Every step-switchable set is judged by step interleaving at the grain its strategies need: one-step blocks
+    # without a calibration; GC pacing in settled blocks of several gen0 cycles of the slower arm, each measured
+    # alone first, which a 4 s step budget cannot hold: that trial goes to run level and says why.
     by_set = {tuple(t["strategies"]): t for t in complete}
-    kv, gc = by_set[("shared_empty_kv_blocks",)]["step_interleave"], by_set[("gc_threshold",)]["step_interleave"]
+    kv = by_set[("shared_empty_kv_blocks",)]["step_interleave"]
     assert kv["steps"] > 0 and (kv["block_steps"], kv["settle"], kv["left_out"]) == (1, False, [])
-    assert gc["steps"] > 0 and (gc["block_steps"], gc["settle"]) == (16, True)
-    assert gc["left_out"] == ["gc_threshold in the front-end"] and "paces the collector" in gc["grain"]
     assert by_set[("shared_empty_kv_blocks",)]["ratios"]["output_tokens_per_s"]["source"] == "steps"
-    assert gc["run_level"]["output_tokens_per_s"]["ratio"] > 0  # the end-to-end pairs beside the steps
+    assert "decode step time" in by_set[("shared_empty_kv_blocks",)]["ratios"]["output_tokens_per_s"]["quantity"]
+    gc = by_set[("gc_threshold",)]
+    pacing = gc["gc_pacing"]
+    assert pacing["run_level"] and "run-level pairs" in pacing["grain"] and "paces the collector" in pacing["grain"]
+    assert pacing["cycles"]["reference_steps"] > 0 and pacing["cycles"]["trial_steps"] > 0
+    assert gc["step_interleave"] is None and gc["ratios"]["output_tokens_per_s"].get("source") != "steps"
+    assert "end to end" in gc["ratios"]["output_tokens_per_s"]["quantity"]
     # Then the candidates were confirmed on fresh pairs; winner files exist only for a confirmed winner.
     # No candidate at all is a legitimate outcome: a trial whose screening CI lies wholly below 1 is not one (at 2
     # run-level pairs the CI, which inverts the sign-flip test, is unbounded; a step-level trial's can exclude 1).
@@ -133,3 +138,4 @@ def test_sweep_interrupted_then_resumed_without_duplicates(tmp_path: Path) -> No
         assert "no confirmed winner" in (out / "no-confirmed-winner.txt").read_text()
         assert not (out / "winner.yaml").exists()
     assert "minimum detectable effect" in resumed.stdout
+    assert "(screening" in resumed.stdout or "not significant" in resumed.stdout  # screening calls say what they are

@@ -56,21 +56,38 @@ def _confirmation_section(doc: Doc, summary: Mapping[str, Any]) -> None:
         return
     doc.bullets(list(confirmation.get("notes") or []) + [m for m in [confirmation.get("mde_note")] if m])
     decision = confirmation["decision"]
+    plans = {p["trial"]: p for p in confirmation.get("plan") or [] if isinstance(p, dict)}  # per candidate (newer)
+    rows = {r["trial"]: r for r in decision["rows"]}
     doc.table(
-        ["trial", "screening ratio [95% CI]", "confirmation ratio [95% CI]", "pairs", "p (Holm)", "status"],
+        ["trial", "measured by", "planned pairs (MDE)", "screening ratio [95% CI]", "confirmation ratio [95% CI]",
+         "pairs", "p (Holm)", "status"],
         [
             [
-                f"#{r['trial']}",
-                fmt_ratio(r["screening"]),
-                fmt_ratio(r["confirmation"]),
-                str((r["confirmation"] or {}).get("n", 0)),
-                fmt_p(r["p_holm"]),
-                r["status"],
+                f"#{trial}",
+                str((plans.get(trial) or {}).get("grain") or "-"),
+                _planned(plans.get(trial)),
+                fmt_ratio((rows.get(trial) or {}).get("screening")),
+                fmt_ratio((rows.get(trial) or {}).get("confirmation")),
+                str(((rows.get(trial) or {}).get("confirmation") or {}).get("n", 0)),
+                fmt_p((rows.get(trial) or {}).get("p_holm")),
+                (rows.get(trial) or {}).get("status") or "not measured: its budget cannot reach the test's level",
             ]
-            for r in decision["rows"]
+            for trial in (plans or rows)
         ]
-        or [["-", "-", "-", "-", "-", decision["reason"]]],
+        or [["-", "-", "-", "-", "-", "-", "-", decision["reason"]]],
+    )  # fmt: skip
+    doc.p(
+        "Each candidate is planned on its own: the method and grain of its screening, its screening's per-pair "
+        "noise, the pairs its budget holds at its pair rate, its MDE (80% power, one-sided 2.5%, Holm over the "
+        "candidates measured). The decision reads each look's sign-flip test, whose CI is the one shown."
     )
+
+
+def _planned(plan: Mapping[str, Any] | None) -> str:
+    if not plan:
+        return "-"
+    mde = f"{plan['mde']:.2%}" if plan.get("mde") is not None else "-"
+    return f"{plan['pairs']} ({mde})"
 
 
 def sweep_doc(loaded: Loaded, out: Path) -> Doc:
