@@ -10,8 +10,9 @@ On this CPU the engine's own garbage collection is ~0.01-0.03% of a step, so the
 step and the gen0 cycle a few steps long. The checks:
 
 - GC is at least 5% of EngineCore's step time (its collections inside the compared steps over their time);
-- each arm's collections per 1,000 steps in the comparison are within 15% of its own alone (so the blocks do not
-  override the pacing they measure, as 64-step blocks did: every trial-arm collection was the block's settle);
+- each arm's collections per 1,000 steps in the comparison (during its blocks' steps, and each block's settle) are
+  within 15% of its own alone (so the blocks do not override the pacing they measure, as 64-step blocks did: every
+  trial-arm collection was the block's settle);
 - the step-level CI (as a throughput ratio, 1 / step-time ratio) covers the run-level estimate.
 """
 

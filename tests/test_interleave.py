@@ -121,8 +121,8 @@ def test_each_batch_carries_its_blocks_arm_and_the_block_end_carries_the_settle(
 
 def test_each_block_counts_the_gen0_collections_of_its_steps_and_not_its_settle() -> None:
     """Arm B collects every step, arm A every fourth: each block counts the collections its steps made (the clock
-    moves only inside a step here), and the comparison reports them per arm per 1,000 steps, as the GC-pacing
-    check compares with each arm alone."""
+    moves only inside a step here; the settle is not one of them), and the comparison reports them per arm per
+    1,000 steps, each settle counted as its arm's collection, as the GC-pacing check compares with each arm alone."""
     gen0 = [0]
     interleaver = StepInterleaver(StepArms(lambda _: None), lambda: (0.0, gen0[0]))
     interleaver.start(interleave_start({}, {"x": {}}, block_steps=4, seed=0, settle=True), batch_queue=False)
@@ -140,8 +140,9 @@ def test_each_block_counts_the_gen0_collections_of_its_steps_and_not_its_settle(
     assert [b["gen0"] for b in blocks if b["arm"] == "B"] == [4, 4] and [
         b["gen0"] for b in blocks if b["arm"] == "A"
     ] == [1, 1]
-    assert _gen0_per_1000_steps(blocks, "A") == 250 and _gen0_per_1000_steps(blocks, "B") == 1000
-    assert _gen0_per_1000_steps([], "A") is None
+    assert _gen0_per_1000_steps(blocks, "A", False) == 250 and _gen0_per_1000_steps(blocks, "B", False) == 1000
+    assert _gen0_per_1000_steps(blocks, "A", True) == 500  # each block's settle is one of its arm's collections
+    assert _gen0_per_1000_steps([], "A", True) is None
 
 
 def test_a_worker_applies_each_batchs_arm_and_settles_after_the_block_end() -> None:

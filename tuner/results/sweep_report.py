@@ -207,7 +207,10 @@ def _trials_section(
         "objective columns are what the study saw: each trial's paired ratio times the baseline's median, so drift "
         "between trials cancels."
     )
-    doc.p(f"best: {_numbers(summary.get('best'))}; Pareto front: {_numbers(summary.get('pareto'))}")
+    doc.p(
+        f"screening calls 'better' (unadjusted): {_numbers(summary.get('best'))}; "
+        f"Pareto front: {_numbers(summary.get('pareto'))}"
+    )
 
     if metrics:
         panels = [_ratio_panel(trials, m) for m in metrics]

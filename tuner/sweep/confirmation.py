@@ -23,7 +23,7 @@ import optuna
 
 from tuner.config.search import Pairs, Search
 from tuner.feedback import SILENT, Feedback
-from tuner.metric_table import STEP_LEVEL_METRICS
+from tuner.metric_table import STEP_LEVEL_METRICS, quantity
 from tuner.paired_estimate import Pair, pairs_estimate
 from tuner.results.records import TrialState
 from tuner.stats import MIN_SIGN_FLIP_PAIRS, RatioEstimate
@@ -128,7 +128,7 @@ def run_confirmation(
         "screened": sorted(r.trial for r in screening),
         "notes": notes,
         "metric": metric,
-        "plan": [p.to_dict() for p in plan.plans],
+        "plan": [p.to_dict() | {"quantity": quantity(metric, p.candidate.method)} for p in plan.plans],
     }
     for note in notes:
         feedback.note(note, "warning")

@@ -112,9 +112,11 @@ class GroupPower:
     screening_pairs: int
     plan: CandidatePlan | None  # None where the noise is not known before screening
     sweep_power: float | None
+    design: Design
 
     def screening_mde(self, upper: bool = False) -> float:
-        noise, d = self.noise, self.plan.design if self.plan else Design()
+        """One screening comparison's MDE (one-sided 2.5%, the design's power), at the SD or its upper bound."""
+        noise, d = self.noise, self.design
         if not noise.known or noise.log_sd is None or self.screening_pairs < 1:
             return math.inf
         sd = sd_upper(noise.log_sd, noise.sd_pairs) if upper else noise.log_sd
@@ -135,7 +137,7 @@ class GroupPower:
             *("  " + line for line in plan_lines(self.plan)[1:]),
         ]
         if self.sweep_power is not None:
-            d = self.plan.design
+            d = self.design
             lines.append(
                 f"  a {d.min_effect:.1%} trial measured this way is selected and confirmed with probability "
                 f"{self.sweep_power:.0%}"
@@ -175,7 +177,7 @@ def group_powers(groups: Sequence[tuple[Noise, int, int, CandidatePlan | None]],
         if plan is not None and noise.log_sd is not None:
             others = [r for r in rankings if r[0] != index] + [r for r in rankings if r[0] == index][1:]
             power = sweep_power(design.min_effect, plan, Ranking.of(noise.log_sd, pairs), [r for _, r in others])
-        out.append(GroupPower(noise, trials, pairs, plan, power))
+        out.append(GroupPower(noise, trials, pairs, plan, power, design))
     return out
 
 
