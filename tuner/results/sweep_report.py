@@ -58,6 +58,8 @@ def _confirmation_section(doc: Doc, summary: Mapping[str, Any]) -> None:
     decision = confirmation["decision"]
     plans = {p["trial"]: p for p in confirmation.get("plan") or [] if isinstance(p, dict)}  # per candidate (newer)
     rows = {r["trial"]: r for r in decision["rows"]}
+    first = summary["objectives"][0]["metric"]
+    screened = {t["number"]: (t.get("ratios") or {}).get(first) for t in summary.get("trials") or []}
     doc.table(
         ["trial", "measured by", "planned pairs (MDE)", "screening ratio [95% CI]", "confirmation ratio [95% CI]",
          "pairs", "p (Holm)", "status"],
@@ -66,7 +68,7 @@ def _confirmation_section(doc: Doc, summary: Mapping[str, Any]) -> None:
                 f"#{trial}",
                 str((plans.get(trial) or {}).get("grain") or "-"),
                 _planned(plans.get(trial)),
-                fmt_ratio((rows.get(trial) or {}).get("screening")),
+                fmt_ratio((rows.get(trial) or {}).get("screening") or screened.get(trial)),
                 fmt_ratio((rows.get(trial) or {}).get("confirmation")),
                 str(((rows.get(trial) or {}).get("confirmation") or {}).get("n", 0)),
                 fmt_p((rows.get(trial) or {}).get("p_holm")),
