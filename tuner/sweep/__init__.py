@@ -2,7 +2,9 @@
 
 One module per job: ``run`` (the command: study, trials, confirmation, outputs), ``trials`` (one trial measured on
 the engine), ``study`` (storage, sampler, queued points), ``space`` (a trial's params and its configuration),
-``trial_attrs`` (what a trial records), ``confirmation`` (fresh pairs for the screened candidates), ``decisions``
-(the statistics that nominate, confirm and state power), ``summary`` (plain data from a study, no engine) and
-``worker`` (one of many processes sharing a study).
+``trial_attrs`` (what a trial records), ``watchdog`` (a trial's time limit), ``confirmation`` (fresh pairs for the
+screened candidates), ``decisions`` (which trials are candidates, and which candidate is confirmed), ``plans`` (each
+candidate's own confirmation plan), ``power`` (what a budget can detect), ``noise`` (the power statement before
+screening, from the noise of each way of measuring), ``summary`` (plain data from a study, no engine) and ``worker``
+(one of many processes sharing a study).
 """

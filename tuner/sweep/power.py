@@ -26,7 +26,6 @@ import numpy as np
 from scipy import stats as _st
 
 from tuner.stats import mde
-from tuner.sweep.decisions import ScreeningResult, gain_bounds
 from tuner.sweep.plans import CONFIRMATION_PACE, CandidatePlan, ConfirmationPlan, Design, finite_or_none, sd_upper
 
 _HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
@@ -42,15 +41,9 @@ class Ranking:
 
     @classmethod
     def of(cls, log_sd: float, pairs: int) -> Ranking:
-        """Before screening: the bound of ``pairs`` pairs of per-pair SD ``log_sd`` (95% half-width)."""
+        """The bound ``pairs`` pairs of per-pair SD ``log_sd`` give (95% half-width), as planned before screening."""
         se = log_sd / math.sqrt(max(pairs, 1))
         return cls(se, Z_95 * se)
-
-    @classmethod
-    def measured(cls, estimate: Any) -> Ranking:
-        """After screening: the trial's own standard error and half-width (a RatioEstimate)."""
-        low, point, _ = gain_bounds(estimate)
-        return cls(estimate.log_sd / math.sqrt(max(estimate.n, 1)), math.log(point / low))
 
 
 def _count_distribution(chances: np.ndarray) -> np.ndarray:
@@ -219,11 +212,6 @@ def confirmation_lines(plan: ConfirmationPlan) -> list[str]:
     if len(plan.measured) < len(plan.plans):
         lines.append(f"candidates measured: {len(plan.measured)} of {len(plan.plans)} (Holm over those measured)")
     return lines
-
-
-def selection_rankings(screening: Sequence[ScreeningResult]) -> list[Ranking]:
-    """Every measured screening estimate's ranking noise (after screening)."""
-    return [Ranking.measured(r.estimate) for r in screening if r.estimate is not None and r.estimate.n >= 2]
 
 
 def _pct(value: float) -> str:
