@@ -204,7 +204,7 @@ def _trials_section(
         "throughput; latency percentiles, TTFT and memory stay end to end from the trial's run-level pairs), *runs* "
         "whole repetitions paired on the same engine end to end, *starts* repetitions on engines started for each "
         f"arm. The screening call is on the first objective ({first}): that trial's two-sided test at 5%, not "
-        "adjusted for the number of trials, so with many trials some calls are chance; only the confirmation below "
+        "adjusted for the number of trials, so with many trials some calls are chance; only the confirmation "
         'decides. "no difference" is said only when the CI lies within ±min_effect (an equivalence test). The '
         "objective columns are what the study saw: each trial's paired ratio times the baseline's median, so drift "
         "between trials cancels."
