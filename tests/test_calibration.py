@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tuner.calibrate import CHECK_PAIRS, STRICT_PAIRS, _check_budget_s
 from tuner.calibration import (
     CALIBRATION_SCHEMA,
     Calibration,
@@ -19,6 +20,7 @@ from tuner.calibration import (
 )
 from tuner.errors import UserError
 from tuner.grain import DEFAULT_BLOCK_STEPS, MIN_GC_PAIRS, GcCycles, grain_for
+from tuner.interleave import InterleaveResult
 
 
 def record(recommended: int = 2, steps_per_gen0: float | None = 50.0) -> Calibration:
@@ -103,3 +105,16 @@ def test_the_grain_follows_the_calibration_and_paces_gc_strategies_in_settled_bl
     unseen = replace(cycles, trial_steps=300.0, trial_seen=False)
     assert "> 300 steps (trial)" in grain_for(gc, None, cycles=unseen, budget_s=1e6).why
     assert grain_for({**gc, **plain}, record(recommended=1, steps_per_gen0=None)).settle  # one pacing strategy
+
+
+def test_a_recovery_check_runs_long_enough_for_a_strict_ci_at_its_grains_pair_rate() -> None:
+    """At 5 pairs in 6 s (16-step blocks on a slow host) no 99.9% sign-flip CI exists; the check gets the time for
+    CHECK_PAIRS pairs at that rate. A fast grain keeps the user's budget."""
+
+    def aa(pairs: int, elapsed_s: float) -> InterleaveResult:
+        return InterleaveResult(estimate=None, sums=[((1, 0.02), (1, 0.02))] * pairs, elapsed_s=elapsed_s)
+
+    assert 2 ** (1 - STRICT_PAIRS) < 1 - 0.999 < 2 ** (2 - STRICT_PAIRS)  # the fewest pairs with a 99.9% CI
+    assert _check_budget_s(aa(5, 6.0), 6.0) == pytest.approx(CHECK_PAIRS * 6.0 / 5)
+    assert _check_budget_s(aa(120, 6.0), 6.0) == 6.0
+    assert _check_budget_s(aa(0, 6.0), 6.0) == 6.0  # no rate known: the user's budget

@@ -203,9 +203,7 @@ batch (its counters prove it), nothing else changes. The A/A of the pipeline's b
 def aa(bench: Workbench) -> InterleaveResult:
     """One long A/A interleave at one-step blocks (the default grain) with both engine processes switching, reused
     by the A/A tests. 25 s: about 1,100 pairs here (2,120 in 45 s), so >= 150 comparisons of 6 pairs."""
-    result = interleaved_comparison(
-        bench, {}, SWITCH_ONLY, block_steps=1, settle=False, budget_s=25, resolution=1e-6, min_pairs=10_000, seed=1
-    )
+    result = interleaved_comparison(bench, {}, SWITCH_ONLY, block_steps=1, settle=False, budget_s=25, seed=1)
     print(f"A/A: {len(result.sums)} pairs")
     assert len(result.sums) >= AA_COMPARISONS * AA_PAIRS_PER_COMPARISON, result.to_dict()
     return result
@@ -276,9 +274,7 @@ def test_a_known_host_delay_is_measured_with_its_size_on_each_side(
     step_s = aa.mean_step_s["A"] or 0.02
     extra_s = 0.10 * step_s
     arms = {"known_delay": {f"{side}_ms": 1.0}}, {"known_delay": {f"{side}_ms": 1.0 + extra_s * 1e3}}
-    result = interleaved_comparison(
-        bench, *arms, block_steps=1, settle=False, budget_s=20, resolution=1e-6, min_pairs=10_000, seed=2
-    )
+    result = interleaved_comparison(bench, *arms, block_steps=1, settle=False, budget_s=20, seed=2)
     estimate = result.estimate
     assert estimate is not None, result.to_dict()
     known_ratio = 1 + extra_s * sum(a[0] for a, _ in result.sums) / sum(a[1] for a, _ in result.sums)

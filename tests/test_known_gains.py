@@ -24,11 +24,13 @@ from tuner.stats import detection_power, paired_ratio_of_sums
 
 pytestmark = pytest.mark.engine
 
-BASE_MS = 2.0
-CUT_MS = 0.24  # ~1% of a step of this engine with the base waits (~23 ms; 0.2 ms gave +0.85-0.9%)
+BASE_MS = 2.0  # the wait the cut comes out of: >= 1% of any step seen here
+CUT_MS = 0.24  # ~1% of a step of this engine with the base waits on a quiet host (~23 ms)
+GAIN_RANGE = (1.006, 1.014)  # the gain is the 1% this test is about
 STRICT = 0.999
 DEMANDED_POWER = 0.95
 ATTEMPTS = 2
+SWEEPS = 3
 
 
 @dataclass(frozen=True)
@@ -38,12 +40,13 @@ class Outcome:
 
     confirmed: bool
     known_gain: float
+    reference_step_ms: float
     pairs: list[list[float]]
     power: float
     line: str
 
 
-def _sweep_the_known_gain(out: Path, side: str) -> Outcome:
+def _sweep_the_known_gain(out: Path, side: str, cut_ms: float) -> Outcome:
     name = f"{side}_speedup"
     path = out / "gain.yaml"
     out.mkdir(parents=True)
@@ -53,7 +56,7 @@ def _sweep_the_known_gain(out: Path, side: str) -> Outcome:
         "workload": fixed_workload(32, 48),
         "measure": {"warmup_prompts": 4},
         "search": {
-            "space": {name: [False, True], f"{name}.cut_ms": [CUT_MS]},
+            "space": {name: [False, True], f"{name}.cut_ms": [cut_ms]},
             "pairs": {"min": 2, "max": 2},
             "step_budget_s": 15,
             # This host's calibration picks 2-step blocks (10-13 engine-seconds per +-1% against 23-26 at one step;
@@ -71,21 +74,23 @@ def _sweep_the_known_gain(out: Path, side: str) -> Outcome:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((out / "results" / "gain" / "sweep" / "summary.json").read_text())
-    trial = next(t for t in summary["trials"] if t["strategies"] == {name: {"cut_ms": CUT_MS}})
+    trial = next(t for t in summary["trials"] if t["strategies"] == {name: {"cut_ms": cut_ms}})
     steps = trial["step_interleave"]
     assert steps["block_steps"] == 2 and steps["left_out"] == []  # compared per step, in every engine process
     confirmation = summary["confirmation"]
     assert confirmation["plan"][0]["method"] == "steps" and confirmation["plan"][0]["block_steps"] == 2
     pairs = confirmation["pairs"][str(trial["number"])]
-    known_gain = 1 + CUT_MS / 1e3 * sum(p[0] for p in pairs) / sum(p[1] for p in pairs)
+    known_gain = 1 + cut_ms / 1e3 * sum(p[0] for p in pairs) / sum(p[1] for p in pairs)
+    reference_step_ms = 1e3 * sum(p[3] for p in pairs) / sum(p[2] for p in pairs)
     effect = confirmation["decision"]["rows"][0]["confirmation"]
     power = detection_power(effect["log_sd"], len(pairs), known_gain - 1, looks=2)
     line = (
-        f"{side}: confirmed {effect['ratio']:.4f} [{effect['ci_low']:.4f}, {effect['ci_high']:.4f}], known "
-        f"{known_gain:.4f}; {len(pairs)} pairs at log SD {effect['log_sd']:.3f}: power {power:.3f} for it"
+        f"{side} (cut {cut_ms:.3f} ms of {reference_step_ms:.1f}): confirmed {effect['ratio']:.4f} "
+        f"[{effect['ci_low']:.4f}, {effect['ci_high']:.4f}], known {known_gain:.4f}; "
+        f"{len(pairs)} pairs at log SD {effect['log_sd']:.3f}: power {power:.3f} for it"
     )
     confirmed = summary["winner"]["confirmed"] and confirmation["decision"]["winner"] == trial["number"]
-    return Outcome(confirmed, known_gain, pairs, power, line)
+    return Outcome(confirmed, known_gain, reference_step_ms, pairs, power, line)
 
 
 @pytest.mark.parametrize("side", ["worker", "engine_core"])
@@ -100,16 +105,27 @@ def test_a_known_one_percent_gain_is_confirmed_within_60_s(tmp_path: Path, side:
     0.044-0.088 over 408-574 pairs (power for the known gain 0.57-1.00, most often above 0.95); with one other test
     process beside it, 0.15-0.23 (power ~0.13), and the tool then says before confirming that its budget "cannot
     reach min_effect 1.0%". The per-pair SD is estimated independently of the mean, so conditioning on it does not
-    bias the check."""
+    bias the check.
+
+    The cut is 1% of a quiet host's step; when this host's steps are slower or faster (they have been 23-53 ms), a
+    sweep whose known gain falls outside GAIN_RANGE still checks its CI and is then repeated with the cut re-sized
+    to 1% of the steps it measured."""
     lines = []
-    for attempt in range(ATTEMPTS):
-        outcome = _sweep_the_known_gain(tmp_path / f"attempt{attempt}", side)
+    cut_ms = CUT_MS
+    counted = 0
+    for sweep in range(SWEEPS):
+        outcome = _sweep_the_known_gain(tmp_path / f"sweep{sweep}", side, cut_ms)
         lines.append(outcome.line)
         print(outcome.line)
-        assert 1.006 <= outcome.known_gain <= 1.014  # the gain is the 1% this test is about
         columns = ([p[i] for p in outcome.pairs] for i in range(4))
         strict = paired_ratio_of_sums(*columns, confidence=STRICT)
         assert strict.ci_low <= outcome.known_gain <= strict.ci_high, (outcome.known_gain, strict)
+        if not GAIN_RANGE[0] <= outcome.known_gain <= GAIN_RANGE[1]:
+            cut_ms = round(outcome.reference_step_ms / 100, 3)  # this host's steps differ: cut 1% of them
+            continue
+        counted += 1
         if outcome.confirmed or outcome.power < DEMANDED_POWER:
             return
-    pytest.fail(f"not confirmed in {ATTEMPTS} sweeps, each with power >= {DEMANDED_POWER}: " + "; ".join(lines))
+        if counted == ATTEMPTS:
+            pytest.fail(f"not confirmed in {ATTEMPTS} sweeps, each with power >= {DEMANDED_POWER}: " + "; ".join(lines))
+    pytest.fail(f"no sweep's known gain within {GAIN_RANGE} (the host's step time kept moving): " + "; ".join(lines))

@@ -58,6 +58,11 @@ STRICT = 0.999
 """A known delay counts as recovered when the 99.9% CI covers it: a calibrated method fails a check 1 time in 1000
 (at 95%, three checks would cry wolf in 1 calibration of 7); a biased one (a batch of the wrong arm, a delay that
 costs more than its length) still fails it."""
+STRICT_PAIRS = 11
+"""Fewer sign-flip pairs cannot reach p < 0.001 (2 x 2^-n): no 99.9% CI exists below this many."""
+CHECK_PAIRS = 1.5 * STRICT_PAIRS
+"""A recovery check runs at least long enough for this many pairs at its grain's A/A pair rate, whatever
+``budget_s`` says: on a slow host 16-step blocks gave 5 pairs in 6 s, and a check without a CI checks nothing."""
 
 
 def plugin_install() -> list[str]:
@@ -93,7 +98,9 @@ def calibrate(bench: Workbench, *, budget_s: float = 12.0, feedback: Feedback = 
     feedback.note(f"grain: {grain}-step blocks; known delays ({KNOWN_SHARE:.0%} of a step) in each engine process")
     step_s = _mean_step_s(steps[grain])
     checks: tuple[tuple[Side, int], ...] = (("engine_core", grain), ("worker", grain), ("worker", LONG_BLOCK))
-    recovery = [_recover(bench, side, KNOWN_SHARE * step_s, k, budget_s) for side, k in checks]
+    recovery = [
+        _recover(bench, side, KNOWN_SHARE * step_s, k, _check_budget_s(steps[k], budget_s)) for side, k in checks
+    ]
     feedback.note("which strategies act on this path (one repetition each)")
     return {
         "schema": CALIBRATION_SCHEMA,
@@ -172,6 +179,12 @@ def _mean_step_s(result: InterleaveResult) -> float:
     return sum(a[1] + b[1] for a, b in result.sums) / steps if steps else 0.0
 
 
+def _check_budget_s(aa: InterleaveResult, budget_s: float) -> float:
+    """``budget_s``, or longer when the A/A at the same grain measured fewer than :data:`CHECK_PAIRS` pairs in it."""
+    pairs_per_s = len(aa.sums) / aa.elapsed_s if aa.elapsed_s else 0.0
+    return max(budget_s, CHECK_PAIRS / pairs_per_s) if pairs_per_s else budget_s
+
+
 def _recover(bench: Workbench, side: Side, delay_s: float, block_steps: int, budget_s: float) -> Recovery:
     """A known delay on ``side``, compared with the zero-delay yardstick: the CI must cover its known size."""
     delay_ms = delay_s * 1e3
@@ -180,7 +193,7 @@ def _recover(bench: Workbench, side: Side, delay_s: float, block_steps: int, bud
     reference_step_s = result.mean_step_s["A"]
     known = 1 + delay_s / reference_step_s if reference_step_s else math.nan
     estimate = result.estimate
-    strict = result.estimate_at(STRICT) if len(result.sums) >= 11 else None  # fewer cannot reach p < 0.001
+    strict = result.estimate_at(STRICT) if len(result.sums) >= STRICT_PAIRS else None
     return {
         "side": side,
         "delay_ms": delay_ms,
