@@ -170,7 +170,7 @@ def test_with_a_batch_queue_each_block_gets_one_washout_step() -> None:
     assert blocks and all(len(b["dt"]) == 4 and b["washout"] == 1 for b in blocks)
 
 
-# The exact sign-flip test cannot reach p < 0.05 with fewer than 6 pairs: smaller comparisons could never be significant.
+# The exact sign-flip test cannot reach p < 0.05 with fewer than 6 pairs: fewer could never be significant.
 AA_PAIRS_PER_COMPARISON = 6
 AA_COMPARISONS = 20
 AA_PAIRS = 1_100  # the A/A fixture's pairs: a 99.9% CI of about +-0.9% at this host's step noise
