@@ -246,6 +246,43 @@ def test_a_signal_inside_a_gc_hook_is_not_swallowed() -> None:
     assert "Exception ignored" not in handled.stderr
 
 
+LATE_ABORT_SCRIPT = """
+import os, signal, sys, threading, time
+from tuner import interrupts
+
+def watch():
+    print("sent", interrupts.interrupt_main(RuntimeError("engine died")), flush=True)
+
+interrupts.install()
+try:
+    threading.Timer(0.2, watch).start()
+    if sys.argv[1] == "ctrl-c":
+        os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(3)
+    print("nothing raised")
+except KeyboardInterrupt:
+    interrupts.acknowledge()
+    time.sleep(1)  # the clean-up after Ctrl-C, while a watch reports the engine it killed
+    print("interrupted")
+except RuntimeError as exc:
+    print("aborted:", exc)
+"""
+
+
+def test_an_engine_abort_after_ctrl_c_does_not_replace_the_interrupt() -> None:
+    """The start watch raises "engine died" in the main thread; after a Ctrl-C, whose clean-up kills the engine,
+    it must not (a run interrupted at start-up once exited 4, not 130). Without Ctrl-C it still does."""
+
+    def run(mode: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", LATE_ABORT_SCRIPT, mode], cwd=REPO, capture_output=True, text=True, timeout=60
+        )
+        return done.stdout.split("\n")[:-1]
+
+    assert run("plain") == ["sent True", "aborted: engine died"]
+    assert run("ctrl-c") == ["sent False", "interrupted"]
+
+
 # ------------------------------------------------------------------------------------------ control endpoint
 
 

@@ -40,6 +40,7 @@ class _State:
     sockets: tuple[socket.socket, socket.socket] | None = None  # the wake-up pair, while installed
     deferred: tuple[FrameType, Any] | None = None  # the frame set to raise on its next line, and the prior tracer
     acknowledged = False  # the command is ending because of the interrupt: no more re-sending
+    interrupted = False  # a SIGINT or SIGTERM was raised in the main thread: the command is ending because of it
 
 
 def _hook_codes() -> set[CodeType]:
@@ -113,6 +114,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
             return
     else:
         exc = KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+        _State.interrupted = True
     inside, caller = hook_position(frame)
     if not inside:
         _cancel_deferred()
@@ -194,6 +196,7 @@ def _detach_in_child() -> None:
         signal.signal(signum, signal.SIG_DFL)
     _State.sockets = None
     _State.pending = None
+    _State.interrupted = False
 
 
 os.register_at_fork(after_in_child=_detach_in_child)
@@ -202,9 +205,11 @@ os.register_at_fork(after_in_child=_detach_in_child)
 def interrupt_main(exc: BaseException) -> bool:
     """Raise ``exc`` in the main thread soon (from any thread), even if it is blocked in a C call.
 
-    Only after :func:`install` (the CLI does it); returns whether the exception was sent.
+    Only after :func:`install` (the CLI does it), and not once a SIGINT or SIGTERM was raised: the user's interrupt
+    stays the reason the command ends (its clean-up kills the engine, which the start watch would otherwise report
+    as an engine that died). Returns whether the exception was sent.
     """
-    if _State.sockets is None:
+    if _State.sockets is None or _State.interrupted:
         return False
     _State.pending = exc
     _send_to_main(ABORT_SIGNAL)
