@@ -250,22 +250,24 @@ LATE_ABORT_SCRIPT = """
 import os, signal, sys, threading, time
 from tuner import interrupts
 
-def watch():
-    print("sent", interrupts.interrupt_main(RuntimeError("engine died")), flush=True)
-
+sent = []
+watch = threading.Timer(0.2, lambda: sent.append(interrupts.interrupt_main(RuntimeError("engine died"))))
 interrupts.install()
 try:
-    threading.Timer(0.2, watch).start()
+    watch.start()
     if sys.argv[1] == "ctrl-c":
         os.kill(os.getpid(), signal.SIGINT)
     time.sleep(3)
-    print("nothing raised")
+    outcome = "nothing raised"
 except KeyboardInterrupt:
     interrupts.acknowledge()
     time.sleep(1)  # the clean-up after Ctrl-C, while a watch reports the engine it killed
-    print("interrupted")
+    outcome = "interrupted"
 except RuntimeError as exc:
-    print("aborted:", exc)
+    outcome = f"aborted: {exc}"
+watch.join()  # the watch's own line first, whichever thread finished first
+print("sent", *sent)
+print(outcome)
 """
 
 
