@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.paired import ENGINE, paired_runs, throughput_ratio, workbench
-from tuner.environment import environment_record
-from tuner.results.files import write_json
+from tuner.records.files import write_json
+from tuner.vllm.environment import environment_record
 
 UNFROZEN = {"gc_freeze": {"enabled": False}}
 ARMS = {"native": UNFROZEN, "gc_in_waits": {**UNFROZEN, "gc_in_waits": {}}}

@@ -25,15 +25,15 @@ from typing import Any
 
 from tuner.config import load_experiment
 from tuner.config.search import Objective, Pairs
-from tuner.environment import environment_record
-from tuner.gc_pacing import alone, measure_gc_cycles
-from tuner.grain import grain_for
-from tuner.interleave import InterleaveResult, interleaved_comparison
-from tuner.paired_estimate import pairs_estimate, run_pair
-from tuner.pairing import paired_runs
+from tuner.measure.gc_pacing import alone, measure_gc_cycles
+from tuner.measure.grain import grain_for
+from tuner.measure.interleave import InterleaveResult, interleaved_comparison
+from tuner.measure.pairing import paired_runs
+from tuner.measure.pairs import pairs_estimate, run_pair
+from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet, encode_spec
-from tuner.results.files import write_json
-from tuner.workbench import Workbench
+from tuner.records.files import write_json
+from tuner.vllm.environment import environment_record
 
 REPO = Path(__file__).resolve().parent.parent
 LOAD: StrategySet = {"known_gc_load": {"engine_core_objects": 300, "refs_per_object": 1000}}

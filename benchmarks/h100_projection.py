@@ -73,7 +73,7 @@ from scipy.stats import binomtest
 from scipy.stats import t as student_t
 
 from benchmarks.step_adjust import adjusted_step_fit, random_units
-from tuner.results.files import write_json
+from tuner.records.files import write_json
 from tuner.stats import RatioEstimate, paired_ratio_of_sums, ratio_of_sums_estimates
 
 ROOT = Path(__file__).resolve().parents[1]

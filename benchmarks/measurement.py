@@ -21,13 +21,13 @@ from rich.console import Console
 
 from tuner.config import Experiment
 from tuner.config.search import Objective, Pairs
-from tuner.environment import environment_record
-from tuner.interleave import interleaved_comparison
-from tuner.pairing import paired_runs
+from tuner.measure.interleave import interleaved_comparison
+from tuner.measure.pairing import paired_runs
+from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import encode_spec
-from tuner.results.files import write_json
+from tuner.records.files import write_json
 from tuner.stats import false_positive_rate
-from tuner.workbench import Workbench
+from tuner.vllm.environment import environment_record
 
 ENGINE = {
     "model": "builtin:opt-tiny",

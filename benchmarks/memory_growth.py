@@ -17,10 +17,10 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.config import Experiment
-from tuner.environment import environment_record
+from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import encode_spec
-from tuner.results.files import write_json
-from tuner.workbench import Workbench
+from tuner.records.files import write_json
+from tuner.vllm.environment import environment_record
 
 ENGINE = {
     "model": "builtin:opt-tiny",

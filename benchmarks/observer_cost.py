@@ -20,11 +20,11 @@ from pathlib import Path
 from rich.console import Console
 
 from benchmarks.paired import ENGINE, paired_runs, throughput_ratio, workbench
-from strategies.wait_points import waiting
-from tuner.environment import environment_record
+from strategies.framework.wait_points import waiting
 from tuner.plugin.gc_probe import GcProbe
 from tuner.plugin.intervals import IntervalRing
-from tuner.results.files import write_json
+from tuner.records.files import write_json
+from tuner.vllm.environment import environment_record
 
 REFERENCE_STEP_MS = 31.0  # EngineCore's median step on an H100 with vLLM 0.26 (issue #16)
 

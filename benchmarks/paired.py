@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tuner.config import Experiment
+from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import encode_spec
 from tuner.stats import mirrored_order, paired_ratio_of_sums
-from tuner.workbench import Workbench
 
 ENGINE = {
     "model": "builtin:opt-tiny",

@@ -25,18 +25,18 @@ from typing import Any
 
 from scipy.stats import binomtest
 
-from tuner.calibration import engine_s_per_pct
 from tuner.config import load_experiment
 from tuner.config.search import Objective, Pairs
-from tuner.environment import environment_record
-from tuner.grain import DEFAULT_BLOCK_STEPS
-from tuner.interleave import InterleaveResult, interleaved_comparison
-from tuner.paired_estimate import pairs_estimate, run_pair
-from tuner.pairing import paired_runs
+from tuner.measure.grain import DEFAULT_BLOCK_STEPS
+from tuner.measure.interleave import InterleaveResult, interleaved_comparison
+from tuner.measure.pairing import paired_runs
+from tuner.measure.pairs import pairs_estimate, run_pair
+from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet, encode_spec
-from tuner.results.files import write_json
+from tuner.records.calibration import engine_s_per_pct
+from tuner.records.files import write_json
 from tuner.stats import RatioEstimate
-from tuner.workbench import Workbench
+from tuner.vllm.environment import environment_record
 
 REPO = Path(__file__).resolve().parent.parent
 SWITCH_ONLY: StrategySet = {"known_delay": {}}

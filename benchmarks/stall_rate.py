@@ -31,14 +31,14 @@ import numpy as np
 from scipy.stats import binomtest
 
 from tuner.config import load_experiment
-from tuner.environment import environment_record
-from tuner.grain import DEFAULT_BLOCK_STEPS
-from tuner.interleave import interleaved_comparison
+from tuner.measure.grain import DEFAULT_BLOCK_STEPS
+from tuner.measure.interleave import interleaved_comparison
+from tuner.measure.stalls import CompareStep, StallComparison, compare_stalls
+from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import Arm, encode_spec
-from tuner.results.files import write_json
-from tuner.stalls import CompareStep, StallComparison, compare_stalls
+from tuner.records.files import write_json
 from tuner.stats.stall_rate import METHOD, StallRule
-from tuner.workbench import Workbench
+from tuner.vllm.environment import environment_record
 
 REPO = Path(__file__).resolve().parent.parent
 H100 = REPO.parent / "shared" / "data" / "h100-steps"

@@ -32,8 +32,8 @@ from rich.console import Console
 from scipy import stats
 
 from tests.simulation import FINE_GRAIN, GC_GRAIN, RUN_GRAIN, SimGrain, SweepOutcome, SweepSpec, run_sweeps
-from tuner.results.describe import verdict_words
-from tuner.results.files import write_json
+from tuner.records.files import write_json
+from tuner.report.describe import verdict_words
 from tuner.sweep.plans import Design
 
 GRAINS: tuple[SimGrain, ...] = (FINE_GRAIN,) * 8 + (GC_GRAIN,) * 6 + (RUN_GRAIN,) * 6

@@ -13,6 +13,9 @@ export HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
 .venv/bin/ruff check tuner strategies tests
 .venv/bin/ruff format --check tuner strategies tests
 .venv/bin/mypy
+# The docs site (docs/, mkdocs.yml): a broken link or anchor, or a page missing from nav, fails. Not --quiet:
+# it hides warnings from strict mode's count, so the build would pass (mkdocs/mkdocs#4126).
+.venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"
 status=0
 .venv/bin/python -m pytest -q -p no:cacheprovider --timeout 900 --durations=25 "$@" || status=$?
 if [ "$status" -eq 5 ]; then

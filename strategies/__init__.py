@@ -4,8 +4,8 @@ Public names: :class:`Strategy`, :class:`Param`, :class:`Role`, :class:`Applicab
 :class:`ProcessContext`, and :func:`strategy_classes` / :func:`get` from the registry.
 """
 
-from strategies.base import Applicability, Param, ProcessContext, Role, Strategy
-from strategies.registry import ENTRY_POINT_GROUP, get, strategy_classes
+from strategies.framework.base import Applicability, Param, ProcessContext, Role, Strategy
+from strategies.framework.registry import ENTRY_POINT_GROUP, get, strategy_classes
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Role, Strategy, Upstream
-from strategies.requirements import TESTED_VLLM, AssignedIn, Snippet
+from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.requirements import TESTED_VLLM, AssignedIn, Snippet
 
 _RUNNER = "v1/worker/gpu_model_runner.py"
 _VLLM_BLOCKING = True  # how vLLM makes these events since 0.25

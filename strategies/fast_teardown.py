@@ -14,13 +14,12 @@ the heap frozen, as #49082 proposes for EngineCore) was tried here: typical stop
 finalizes (cycles holding queues, sockets, threads). The change kept is the one that leaves vLLM's teardown as is.
 
 Its effect is at an engine's stop and nowhere else, so it is compared only by restart pairs, which time every arm's
-engine stop (:meth:`tuner.pairing.Arms.stop_time`). An exiting process cannot report counters: the proof while an
-engine runs is that the hook is armed in each process (``in_force``), the proof of effect is the stop time. Refused
+engine stop (:meth:`tuner.measure.pairing.Arms.stop_time`). An exiting process cannot report counters: the proof while
+an engine runs is that the hook is armed in each process (``in_force``), the proof of effect is the stop time. Refused
 where no engine process finalizes at a stop: EngineCore inside the front-end process
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), children started by ``fork`` (vLLM's default on GPUs: they leave through
-``os._exit``; ``env: {VLLM_WORKER_MULTIPROC_METHOD: spawn}`` makes them finalize), and Ray actors, which outlive a
-stop. Objects never freed at exit can make nanobind-based extensions print leak warnings (the OS frees them all
-the same).
+``os._exit``; ``env: {VLLM_WORKER_MULTIPROC_METHOD: spawn}`` makes them finalize), and Ray actors, which outlive a stop.
+Objects never freed at exit can make nanobind-based extensions print leak warnings (the OS frees them all the same).
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ import atexit
 import gc
 from typing import Any
 
-from strategies.base import ProcessContext, Role, Strategy, Upstream
-from strategies.requirements import TESTED_VLLM, Defined, Snippet
+from strategies.framework.base import ProcessContext, Role, Strategy, Upstream
+from strategies.framework.requirements import TESTED_VLLM, Defined, Snippet
 
 
 class FastTeardown(Strategy):

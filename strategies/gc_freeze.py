@@ -14,8 +14,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Strategy, Upstream
-from strategies.requirements import TESTED_VLLM, CallSites, Defined, NoDirectCalls
+from strategies.framework.base import Param, ProcessContext, Strategy, Upstream
+from strategies.framework.requirements import TESTED_VLLM, CallSites, Defined, NoDirectCalls
 
 # Direct `gc.freeze()` calls that `enabled: false` need not suppress: (file in vllm/, enclosing scope).
 _HARMLESS_FREEZES = (

@@ -18,10 +18,10 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from strategies import wait_points
-from strategies.base import Param, ProcessContext, Role, Upstream
-from strategies.requirements import TESTED_VLLM, Defined
-from strategies.threshold_strategy import ThresholdStrategy
+from strategies.framework import wait_points
+from strategies.framework.base import Param, ProcessContext, Role, Upstream
+from strategies.framework.requirements import TESTED_VLLM, Defined
+from strategies.framework.thresholds import ThresholdStrategy
 
 
 class GcInWaits(ThresholdStrategy):

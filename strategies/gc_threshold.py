@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Upstream
-from strategies.requirements import TESTED_VLLM, Defined
-from strategies.threshold_strategy import ThresholdStrategy
+from strategies.framework.base import Param, ProcessContext, Upstream
+from strategies.framework.requirements import TESTED_VLLM, Defined
+from strategies.framework.thresholds import ThresholdStrategy
 
 
 class GcThreshold(ThresholdStrategy):

@@ -16,8 +16,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Role, Strategy, Upstream
-from strategies.requirements import TESTED_VLLM, Defined, Params
+from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.requirements import TESTED_VLLM, Defined, Params
 
 
 def busy_wait(seconds: float) -> None:

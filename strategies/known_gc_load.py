@@ -35,8 +35,8 @@ import gc
 from functools import lru_cache
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Role, Strategy, Upstream
-from strategies.requirements import TESTED_VLLM, Defined, Params
+from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.requirements import TESTED_VLLM, Defined, Params
 
 
 class CyclicGarbage(list):  # type: ignore[type-arg]

@@ -1,4 +1,4 @@
-"""A stall of known size and rate in EngineCore: the yardstick of the stall estimand (:mod:`tuner.stalls`).
+"""A stall of known size and rate in EngineCore: the yardstick of the stall estimand (:mod:`tuner.measure.stalls`).
 
 Not an optimisation: EngineCore sleeps ``stall_ms`` before it processes the output of every ``every``-th pure
 decode batch (one token for each scheduled request: the steps a step-level comparison compares) of the arm that
@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Role, Strategy, Upstream
-from strategies.requirements import TESTED_VLLM, Params, Snippet
+from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.requirements import TESTED_VLLM, Params, Snippet
 
 
 class KnownStall(Strategy):

@@ -38,8 +38,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from strategies.base import Param, ProcessContext, Role, Strategy, Upstream
-from strategies.requirements import TESTED_VLLM, Absent, AssignedIn, Defined, Order, Params, Snippet
+from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.requirements import TESTED_VLLM, Absent, AssignedIn, Defined, Order, Params, Snippet
 
 _V1_RUNNER = "v1/worker/gpu_model_runner.py"
 _V2_RUNNER = "v1/worker/gpu/model_runner.py"

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from strategies.base import Applicability, Param, ProcessContext, Role, Strategy, Upstream
-from strategies.requirements import AssignedIn, Defined, Params, Snippet
+from strategies.framework.base import Applicability, Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.requirements import AssignedIn, Defined, Params, Snippet
 
 _SAMPLER = "v1/worker/gpu/sample/sampler.py"  # the V2 model runner's sampler
 _APPLY = "Sampler.apply_sampling_params"

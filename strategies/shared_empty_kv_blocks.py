@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Role, Strategy, Upstream
-from strategies.requirements import TESTED_VLLM, AssignedIn, Defined, Params, Snippet
+from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.requirements import TESTED_VLLM, AssignedIn, Defined, Params, Snippet
 
 _MANAGER = "v1/core/kv_cache_manager.py"
 

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from strategies.base import Param, ProcessContext, Role, Strategy, Upstream
-from strategies.requirements import TESTED_VLLM, AssignedIn, Params, Snippet
+from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.requirements import TESTED_VLLM, AssignedIn, Params, Snippet
 
 _SHM = "distributed/device_communicators/shm_broadcast.py"
 _NATIVE = "_tuner_native_busy_loop_s"  # a reader's own window, kept on it the first time it waits

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 if TYPE_CHECKING:
-    from tuner.engine import EngineSession
+    from tuner.engine.session import EngineSession
 
 THIRD_PARTY = Path(__file__).parent / "third_party"
 
@@ -52,8 +52,8 @@ def is_engine_core(process: psutil.Process) -> bool:
 def applicable_strategies() -> list[str]:
     """Every registered strategy (built-in and test-only) that applies to the installed vLLM and acts on the tiny
     CPU engine's code path (``event_wait``, for one, needs CUDA)."""
-    from strategies.registry import strategy_classes
-    from tuner.engine_args import engine_config, resolve_engine_args
+    from strategies.framework.registry import strategy_classes
+    from tuner.vllm.arguments import engine_config, resolve_engine_args
 
     config, refused = engine_config(resolve_engine_args(TINY_ENGINE))
     assert refused is None, refused
@@ -66,8 +66,8 @@ def applicable_strategies() -> list[str]:
 def engine_session() -> Iterator[EngineSession]:
     """One tiny CPU engine with every applicable strategy installable, shared by the modules that switch in place
     (an engine start costs 25-40 s here)."""
+    from tuner.measure.workbench import open_session
     from tuner.plugin.protocol import encode_spec
-    from tuner.workbench import open_session
 
     session = open_session(TINY_ENGINE, encode_spec({}, applicable_strategies()), streaming=False)
     try:
@@ -83,7 +83,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_registry() -> Iterator[None]:
-    from strategies import registry
+    from strategies.framework import registry
 
     registry.strategy_classes.cache_clear()
     yield

@@ -1,5 +1,7 @@
 """The package's boundaries, checked on the source: no import cycle, the plugin reached only through its protocol,
-rich only in the command line, one wing per command, the results never importing the engine side or a command.
+rich only in the command line, every command in the command table and no command importing another's, the rooms
+(records, report, series) never importing the engine side or a command, one owner per record and per attribute key,
+and the sizes that keep each module to one job.
 
 Every import counts: top-level, inside functions (lazy) and under ``TYPE_CHECKING``, since each of them is a
 dependency a reader has to follow.
@@ -9,19 +11,30 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer.main
+
+from tuner.cli.commands import COMMANDS
+from tuner.cli.main import app
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("tuner", "strategies")
-ENGINE_SIDE = {"tuner.engine", "tuner.server", "tuner.workbench"}
+ENGINE_SIDE = {"tuner.engine.session", "tuner.engine.server", "tuner.measure.workbench"}
 """The modules that start or drive a vLLM engine."""
-COMMANDS = ("tuner.runner", "tuner.calibrate", "tuner.sweep", "tuner.versions")
-"""Each command's wing: a module, or a package whose modules are that command's alone."""
+COMMAND_MODULES = sorted({c.module for c in COMMANDS})
+"""Each command's module, or its wing: a package whose modules are that command's alone."""
+RECORD_ROOMS = ("tuner.records", "tuner.report", "tuner.series")
+"""What is on disk and what is made of it: plain data, no engine, no command but their own."""
 
 
 def _command(name: str) -> str | None:
-    return next((c for c in COMMANDS if name == c or name.startswith(f"{c}.")), None)
+    return next((c for c in COMMAND_MODULES if name == c or name.startswith(f"{c}.")), None)
+
+
+def _in(name: str, room: str) -> bool:
+    return name == room or name.startswith(f"{room}.")
 
 
 def _module_name(path: Path) -> str:
@@ -132,25 +145,53 @@ def test_the_plugin_side_does_not_import_the_tuner_side() -> None:
     assert wrong == set()
 
 
-def test_the_results_never_import_the_engine_side_a_command_or_the_cli() -> None:
+def test_the_record_rooms_never_import_the_engine_side_another_command_or_the_cli() -> None:
+    """Records, reports and series read what is on disk: a report renders without vLLM installed."""
     wrong = {
         (name, target)
         for name, targets in import_graph().items()
-        if name.startswith("tuner.results")
+        if any(_in(name, room) for room in RECORD_ROOMS)
         for target in targets
         if target in ENGINE_SIDE
-        or _command(target)
+        or (_command(target) and _command(target) != _command(name))
         or target.startswith("tuner.cli")
         or (_plugin_side(target) and target != "tuner.plugin.protocol")
     }
     assert wrong == set()
 
 
+def test_records_import_nothing_made_from_them() -> None:
+    """The record model is the bottom room of what is on disk: reports and series import it, never the reverse."""
+    wrong = {
+        (name, target)
+        for name, targets in import_graph().items()
+        if _in(name, "tuner.records")
+        for target in targets
+        if any(_in(target, room) for room in ("tuner.report", "tuner.series", "tuner.measure", "tuner.engine"))
+    }
+    assert wrong == set()
+
+
+def _registered(group: Any, prefix: str = "") -> set[str]:
+    found = set()
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):  # a group (typer vendors its own click)
+            found |= _registered(command, f"{prefix}{name} ")
+        else:
+            found.add(f"{prefix}{name}")
+    return found
+
+
+def test_every_registered_command_is_in_the_command_table() -> None:
+    registered = _registered(typer.main.get_command(app))
+    assert registered == {c.name for c in COMMANDS}
+    assert all(module in _modules() for module in COMMAND_MODULES), COMMAND_MODULES
+
+
 def test_no_command_imports_another_commands_modules() -> None:
-    """``tuner run``, ``calibrate``, ``sweep`` and ``versions`` stand side by side over one measuring core: what two
-    of them share lives below them, never in one of them."""
+    """The commands stand side by side over one measuring core: what two of them share lives below them, never in
+    one of them (a command's module is its own; a wing's modules are its command's alone)."""
     graph = import_graph()
-    assert all(any(_command(name) == c for name in graph) for c in COMMANDS)  # every wing is where it says
     wrong = {
         (name, target)
         for name, targets in graph.items()
@@ -198,17 +239,27 @@ def test_terminal_libraries_only_in_the_cli(library: str) -> None:
     assert users and all(u.startswith("tuner.cli") for u in users), sorted(users)
 
 
-def test_trial_attributes_are_written_and_read_only_through_their_owner() -> None:
-    """``tuner.sweep.trial_attrs`` owns a trial's Optuna user attributes (one TypedDict for both halves); a study's own
-    attributes (``study.user_attrs``) are not a trial's."""
-    found = set()
+def test_trial_and_study_attributes_are_written_and_read_only_through_their_owners() -> None:
+    """``tuner.sweep.trial_attrs`` owns a trial's Optuna user attributes, ``tuner.sweep.study_attrs`` the study's own
+    (one TypedDict each for the writing and the reading half)."""
+    found: dict[str, set[str]] = {"trial": set(), "study": set()}
     for name, path in _modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Attribute) and node.attr in {"set_user_attr", "user_attrs"}:
-                receiver = ast.unparse(node.value)
-                if "study" not in receiver.lower():
-                    found.add((name, receiver, node.attr))
-    assert found and {name for name, _, _ in found} == {"tuner.sweep.trial_attrs"}, sorted(found)
+                found["study" if "study" in ast.unparse(node.value).lower() else "trial"].add(name)
+    assert found == {"trial": {"tuner.sweep.trial_attrs"}, "study": {"tuner.sweep.study_attrs"}}
+
+
+def test_each_record_schema_has_one_owner() -> None:
+    """Each file format (``tuner.run/1``, ``tuner.calibration/1``, ...) is named in one module, which writes and
+    loads it: a renamed field is then one module's change, checked by mypy against its TypedDict."""
+    owners: dict[str, set[str]] = {}
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            value = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(value, str) and value.startswith("tuner.") and value.rstrip("0123456789").endswith("/"):
+                owners.setdefault(node.value, set()).add(name)
+    assert len(owners) >= 3 and all(len(modules) == 1 for modules in owners.values()), owners
 
 
 def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -228,19 +279,30 @@ def test_the_sweep_summary_reads_a_study_without_the_engine() -> None:
     assert reached and not engine, sorted(engine)
 
 
-def test_modules_and_functions_stay_small() -> None:
-    """One job per module and per function: no module of ``tuner/`` over 500 lines, no function over 80."""
+TOP_LEVEL_MODULES = 8
+MODULE_LINES = 400
+CLASS_LINES = 200
+FUNCTION_LINES = 80
+
+
+def test_the_package_is_rooms_not_a_corridor() -> None:
+    """At most eight modules directly in ``tuner/`` (entry points and what every room uses); the rest in rooms."""
+    top = [name for name, path in _modules().items() if path.parent == ROOT / "tuner" and path.name != "__init__.py"]
+    assert len(top) <= TOP_LEVEL_MODULES, sorted(top)
+
+
+def test_modules_classes_and_functions_stay_small() -> None:
+    """One job per module, class and function: no module over 400 lines, no class over 200, no function over 80."""
     too_long = []
     for name, path in _modules().items():
-        if not name.startswith("tuner"):
-            continue
         text = path.read_text()
         lines = text.count("\n")
-        if lines > 500:
+        if lines > MODULE_LINES:
             too_long.append(f"{name}: {lines} lines")
         for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            limit = CLASS_LINES if isinstance(node, ast.ClassDef) else FUNCTION_LINES
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 length = (node.end_lineno or node.lineno) - node.lineno + 1
-                if length > 80:
+                if length > limit:
                     too_long.append(f"{name}.{node.name}: {length} lines")
     assert too_long == []

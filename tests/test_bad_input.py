@@ -214,14 +214,14 @@ SPECIAL: dict[str, tuple[Callable[[Path], Path], str]] = {
 @pytest.fixture(autouse=True)
 def _no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from the repository root (relative model paths); fail loudly instead of starting an engine."""
-    import tuner.runner
+    import tuner.run.run
     import tuner.sweep.run
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the input was accepted: an engine would start")
 
     monkeypatch.chdir(REPO)
-    monkeypatch.setattr(tuner.runner, "run_experiment", refuse)
+    monkeypatch.setattr(tuner.run.run, "run_experiment", refuse)
     monkeypatch.setattr(tuner.sweep.run, "run_sweep", refuse)
 
 

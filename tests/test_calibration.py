@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tuner.calibrate import CHECK_PAIRS, STRICT_PAIRS, _check_budget_s
-from tuner.calibration import (
+from tuner.calibrate.run import CHECK_PAIRS, STRICT_PAIRS, _check_budget_s
+from tuner.errors import UserError
+from tuner.measure.grain import DEFAULT_BLOCK_STEPS, MIN_GC_PAIRS, GcCycles, grain_for
+from tuner.measure.interleave import InterleaveResult
+from tuner.records.calibration import (
     CALIBRATION_SCHEMA,
     Calibration,
     cost_line,
@@ -18,9 +21,6 @@ from tuner.calibration import (
     load_calibration,
     save_calibration,
 )
-from tuner.errors import UserError
-from tuner.grain import DEFAULT_BLOCK_STEPS, MIN_GC_PAIRS, GcCycles, grain_for
-from tuner.interleave import InterleaveResult
 
 
 def record(recommended: int = 2, steps_per_gen0: float | None = 50.0) -> Calibration:

@@ -36,15 +36,52 @@ RESTART = {"gc_refreeze": GcRefreeze, "fast_teardown": FastTeardown}
 
 
 def test_every_builtin_is_switched_per_step_but_those_that_say_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The list says how each is switched; `show` says why a strategy is not switched per step."""
     rows = _listed(monkeypatch)
     builtin = [name for name, cls in strategy_classes().items() if cls.__module__.startswith("strategies.")]
     assert set(RUN_LEVEL) | set(RESTART) < set(builtin)
     assert set(builtin) <= set(rows)
     for name in builtin:
-        expected = f"between runs: {RUN_LEVEL[name].run_level_reason}" if name in RUN_LEVEL else "per step"
+        kind, reason = "per step", None
+        if name in RUN_LEVEL:
+            kind, reason = "between runs", RUN_LEVEL[name].run_level_reason
         if name in RESTART:
-            expected = f"restart: {RESTART[name].run_level_reason}"
-        assert rows[name]["switchable"] == expected, name
+            kind, reason = "restart", RESTART[name].run_level_reason
+        assert rows[name]["switchable"] == kind, name
+        shown = _shown(monkeypatch, name)["switchable"]
+        assert shown == (f"{kind}: {reason}" if reason else kind), name
+
+
+def _shown(monkeypatch: pytest.MonkeyPatch, name: str) -> dict[str, str]:
+    """The fields `tuner strategies show NAME` prints."""
+    printed: list[Any] = []
+    monkeypatch.setattr(console, "print", lambda *objects, **_: printed.extend(objects))
+    result = CliRunner().invoke(app, ["strategies", "show", name])
+    assert result.exit_code == 0, result.output
+    (table,) = [p for p in printed if isinstance(p, Table)]
+    fields, values = ([str(cell) for cell in column.cells] for column in table.columns)
+    return dict(zip(fields, values, strict=True))
+
+
+def test_the_list_fits_a_terminal_one_line_per_strategy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 120 columns: a title, the header in three lines, one line per strategy, the bottom border."""
+    monkeypatch.setattr(console, "width", 120)
+    result = CliRunner().invoke(app, ["strategies", "list"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.strip() and not line.startswith("Triton")]
+    assert len(lines) == 1 + 3 + len(strategy_classes()) + 1, result.output
+    assert max(len(line) for line in lines) <= 120
+    for name in strategy_classes():
+        assert sum(line.startswith(f"│ {name} ") for line in lines) == 1, name
+
+
+def test_show_gives_the_whole_strategy_and_refuses_an_unknown_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = _shown(monkeypatch, "gc_threshold")
+    assert shown["parameters"].splitlines()[0] == "gen0_per_seq: int = 8 [0, 4096]"
+    assert shown["processes"] == "engine_core, frontend, worker"
+    assert shown["upstream"].startswith("not in vLLM (")
+    result = CliRunner().invoke(app, ["strategies", "show", "gc_magic"])
+    assert result.exit_code == 2 and "unknown strategy 'gc_magic' (known: gc_threshold" in result.output
 
 
 def test_each_builtin_says_where_vllm_stands_on_it(monkeypatch: pytest.MonkeyPatch) -> None:

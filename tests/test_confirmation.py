@@ -12,11 +12,11 @@ import pytest
 
 from tuner.config import Experiment
 from tuner.config.search import Objective, Pairs
-from tuner.paired_estimate import pairs_estimate
-from tuner.pairing import paired_runs
-from tuner.results.records import TrialState
+from tuner.measure.pairing import paired_runs
+from tuner.measure.pairs import pairs_estimate
+from tuner.records.loader import TrialState
+from tuner.sweep import study_attrs
 from tuner.sweep.confirmation import (
-    CONFIRMATION_ATTR,
     Candidate,
     restart_pairs_line,
     run_confirmation,
@@ -192,7 +192,7 @@ def test_a_confirmation_is_pending_until_run_and_stale_once_more_is_screened(tmp
     summary = summarize_study(study, exp, sweep)
     assert summary["confirmation"] is None and "confirmation pending" in summary["winner"]["reason"]
     assert "--resume --storage" in summary["winner"]["reason"]
-    study.set_user_attr(CONFIRMATION_ATTR, {"screened": [99], "decision": {"winner": 1}})
+    study_attrs.record(study, {"confirmation": {"screened": [99], "decision": {"winner": 1}}})
     assert summarize_study(study, exp, sweep)["winner"]["trial"] is None  # not the screening as it stands
 
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.test_history import cli
-from tuner.results.dashboard import load
+from tuner.series.dashboard import load
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "results" / "reference" / "quickstart"
@@ -19,7 +19,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # github-action-benchmark's README, "Examples > Custom benchmark" (customBiggerIsBetter / customSmallerIsBetter):
 # a JSON array of objects with `name`, `unit` and a numeric `value`, optionally `range` and `extra` (strings).
-# Written from the documentation, not from tuner/results/bench_export.py, so the two can disagree.
+# Written from the documentation, not from tuner/series/export.py, so the two can disagree.
 DOCUMENTED = {
     "type": "array",
     "items": {

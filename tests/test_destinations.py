@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import tuner.runner
+import tuner.run.run
 from tuner.cli.main import app
 from tuner.config import Experiment
 from tuner.errors import ResultRelocated
-from tuner.metrics import RequestTiming, summarize
-from tuner.results.files import destination_problem, write_json_keeping
+from tuner.metrics.timings import RequestTiming, summarize
+from tuner.records.files import destination_problem, write_json_keeping
 
 REPO = Path(__file__).parent.parent
 EXPERIMENT = REPO / "experiments" / "quickstart.yaml"
@@ -26,7 +26,7 @@ def no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("an engine would start")
 
-    monkeypatch.setattr(tuner.runner.Workbench, "start", refuse)
+    monkeypatch.setattr(tuner.run.run.Workbench, "start", refuse)
 
 
 @pytest.mark.parametrize(
@@ -95,12 +95,12 @@ def test_a_record_that_cannot_be_written_after_measuring_is_kept_and_the_run_say
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spoil = tmp_path / "out"
-    monkeypatch.setattr(tuner.runner.Workbench, "start", lambda *a, **k: _Bench(spoil))
+    monkeypatch.setattr(tuner.run.run.Workbench, "start", lambda *a, **k: _Bench(spoil))
     experiment = Experiment.model_validate(
         {"name": "kept", "measure": {"repetitions": 1}, "output_dir": str(tmp_path / "results")}
     )
     with pytest.raises(ResultRelocated) as caught:
-        tuner.runner.run_experiment(experiment, output=spoil / "run.json")
+        tuner.run.run.run_experiment(experiment, output=spoil / "run.json")
     kept = Path(caught.value.path)
     assert kept.parent.parent == tmp_path / "results" / "kept"
     assert json.loads(kept.read_text())["repetitions"][0]["metrics"]["output_tokens_per_s"] == 10.0
@@ -110,7 +110,7 @@ def test_a_record_that_cannot_be_written_after_measuring_is_kept_and_the_run_say
 def test_the_cli_exits_2_naming_both_places_when_the_record_was_relocated(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tuner.runner.Workbench, "start", lambda *a, **k: _Bench(tmp_path / "out"))
+    monkeypatch.setattr(tuner.run.run.Workbench, "start", lambda *a, **k: _Bench(tmp_path / "out"))
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["run", str(EXPERIMENT), "--output", str(tmp_path / "out" / "run.json")])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output

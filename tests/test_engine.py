@@ -13,8 +13,8 @@ import pytest
 from strategies import Role, strategy_classes
 from tests.conftest import TINY_ENGINE, applicable_strategies
 from tuner.config import Experiment
-from tuner.engine import EngineSession
-from tuner.workbench import StrategyNotActive, Workbench, check_active, inactive_strategies
+from tuner.engine.session import EngineSession
+from tuner.measure.workbench import StrategyNotActive, Workbench, check_active, inactive_strategies
 
 pytestmark = pytest.mark.engine
 

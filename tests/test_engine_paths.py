@@ -12,7 +12,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from strategies import ProcessContext, Role, Strategy, registry
+from strategies import ProcessContext, Role, Strategy
+from strategies.framework import registry
 from tests.conftest import TINY_ENGINE
 from tuner.cli.main import app
 from tuner.plugin import process as plugin

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from strategies.base import ProcessContext, Role
 from strategies.event_wait import EventWait
+from strategies.framework.base import ProcessContext, Role
 from tests.conftest import TINY_ENGINE
-from tuner.engine_args import engine_config, resolve_engine_args
+from tuner.vllm.arguments import engine_config, resolve_engine_args
 
 
 class StandInEvent:

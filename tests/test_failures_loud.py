@@ -32,7 +32,7 @@ from tests.conftest import TINY_ENGINE
 from tuner.cli.main import app
 from tuner.config import Experiment
 from tuner.config.search import Search
-from tuner.engine import EngineError, EngineSession
+from tuner.engine.session import EngineError, EngineSession
 from tuner.plugin.control_endpoint import MAX_BODY_BYTES, serve_control
 from tuner.sweep.study import enqueue_missing, open_study, trial_config
 from tuner.sweep.summary import summarize_study
@@ -112,7 +112,7 @@ def test_a_sweep_whose_engine_cannot_start_tries_once_and_exits_5(
         attempts.append(engine_args)
         raise EngineError("the vLLM engine failed to start: ValueError: no room for the KV cache")
 
-    monkeypatch.setattr("tuner.workbench.open_session", failing_start)
+    monkeypatch.setattr("tuner.measure.workbench.open_session", failing_start)
     path = _sweep_file(tmp_path, {"gc_threshold": [False, True], "gc_freeze": [False, True]})
     result = CliRunner().invoke(app, ["sweep", str(path)])
     assert result.exit_code == 5, result.output
@@ -351,7 +351,7 @@ class _Borrowed:
 def test_aa_covers_the_step_level_method_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine_session: EngineSession
 ) -> None:
-    monkeypatch.setattr("tuner.workbench.open_session", lambda *a, **k: _Borrowed(engine_session))
+    monkeypatch.setattr("tuner.measure.workbench.open_session", lambda *a, **k: _Borrowed(engine_session))
     experiment = Experiment.model_validate(
         {
             "name": "aa-steps",

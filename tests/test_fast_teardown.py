@@ -10,15 +10,15 @@ import textwrap
 
 import pytest
 
-from strategies.base import ProcessContext, Role
 from strategies.fast_teardown import FastTeardown
+from strategies.framework.base import ProcessContext, Role
 from tests.conftest import TINY_ENGINE
-from tuner.engine_args import engine_config, resolve_engine_args
+from tuner.vllm.arguments import engine_config, resolve_engine_args
 
 
 def _child(*parts: str) -> str:
     """Run ``parts`` in a fresh interpreter after a strategy is made as ``s``; its standard output."""
-    script = "from strategies.base import ProcessContext, Role\nfrom strategies.fast_teardown import FastTeardown\n"
+    script = "from strategies import ProcessContext, Role\nfrom strategies.fast_teardown import FastTeardown\n"
     script += "import atexit, gc\ns = FastTeardown()\n" + "".join(textwrap.dedent(part) for part in parts)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     return done.stdout

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from tests.conftest import TINY_ENGINE, is_engine_core
 from tuner.cli.main import app
 from tuner.config import Experiment, load_experiment
-from tuner.engine import EngineSession
+from tuner.engine.session import EngineSession
 from tuner.errors import UserError
 from tuner.sweep.study import enqueue_missing, open_study
 from tuner.sweep.summary import summarize_study

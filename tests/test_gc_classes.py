@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from strategies import wait_points
+from strategies.framework import wait_points
 from tuner.plugin.gc_probe import GcProbe
 from tuner.plugin.intervals import IntervalRing
 from tuner.plugin.protocol import tag_generation, tag_hidden

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from strategies import Role, wait_points
-from strategies.base import ProcessContext
+from strategies import Role
+from strategies.framework import wait_points
+from strategies.framework.base import ProcessContext
 from strategies.gc_in_waits import GcInWaits
 from tuner.plugin.gc_probe import GcProbe
 

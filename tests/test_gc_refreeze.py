@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from strategies.base import ProcessContext, Role
+from strategies.framework.base import ProcessContext, Role
 from strategies.gc_freeze import GcFreeze
 from strategies.gc_refreeze import GcRefreeze
 

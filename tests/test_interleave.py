@@ -10,8 +10,8 @@ from scipy.stats import binomtest
 
 from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
-from tuner.engine import EngineSession
-from tuner.interleave import (
+from tuner.engine.session import EngineSession
+from tuner.measure.interleave import (
     InterleaveResult,
     _estimate,
     _gen0_per_1000_steps,
@@ -21,10 +21,10 @@ from tuner.interleave import (
     least_comparable,
     pair_means,
 )
+from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import STEP_TAG_ATTRIBUTE, Arm, BlockRecord, StepTag, StrategySet, interleave_start
 from tuner.plugin.step_interleaver import StepArms, StepInterleaver
 from tuner.stats import paired_ratio_of_sums
-from tuner.workbench import Workbench
 
 
 def block(

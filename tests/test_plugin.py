@@ -134,7 +134,7 @@ def test_a_failing_hook_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch, 
     assert state is not None
     report = state.report()
     assert "vllm moved a class" in report["errors"][protocol.PLUGIN_ERROR]
-    from tuner.workbench import inactive_strategies
+    from tuner.measure.workbench import inactive_strategies
 
     assert any("the tuner plugin failed" in p for p in inactive_strategies([report], {}))  # no measurement
 
@@ -165,7 +165,7 @@ def test_control_reaches_every_data_parallel_rank() -> None:
 
 
 def test_a_strategy_whose_counters_did_not_move_is_not_active() -> None:
-    from tuner.workbench import StrategyNotActive, check_active
+    from tuner.measure.workbench import StrategyNotActive, check_active
 
     report = {
         "pid": 7,

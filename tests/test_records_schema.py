@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.results.records import RunRecord, SweepSummary, TrialRow
+from tuner.records.loader import RunRecord, SweepSummary, TrialRow
 
 README = Path(__file__).resolve().parent.parent / "results" / "README.md"
 

@@ -25,13 +25,13 @@ from typer.testing import CliRunner
 from tests.test_tail import synthetic_run
 from tuner.cli.results import register
 from tuner.errors import UserError
-from tuner.metric_table import METRIC_NAMES, metric_unit
-from tuner.results.bench_export import BENCH_ENTRY_SCHEMA, bench_entries, config_name, validate
-from tuner.results.compare import compare, load_side
-from tuner.results.describe import pick_best
-from tuner.results.records import load
-from tuner.results.report import build_report
-from tuner.tail_attribution import attribute, tail_record
+from tuner.metrics.table import METRIC_NAMES, metric_unit
+from tuner.metrics.tail_attribution import attribute, tail_record
+from tuner.records.loader import load
+from tuner.report.compare import compare, load_side
+from tuner.report.describe import pick_best
+from tuner.report.run import build_report
+from tuner.series.export import BENCH_ENTRY_SCHEMA, bench_entries, config_name, validate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -240,7 +240,7 @@ def test_sweep_table_shows_the_values_the_study_saw(tmp_path: Path, summary: dic
 
 @pytest.mark.parametrize(("low", "high"), [(0.96, 1.08), (0.85, 1.06), (0.5, 3.0), (0.99, 1.004)])
 def test_ratio_axis_labels_state_each_tick_exactly(low: float, high: float) -> None:
-    from tuner.results.plots import RatioLocator, ratio_tick_label
+    from tuner.report.plots import RatioLocator, ratio_tick_label
 
     ticks = RatioLocator().tick_values(low, high)
     assert 1.0 in ticks and len(ticks) >= 3
@@ -249,7 +249,7 @@ def test_ratio_axis_labels_state_each_tick_exactly(low: float, high: float) -> N
 
 
 def _flat(metrics: dict[str, Any]) -> dict[str, float]:
-    from tuner.metrics import flat_metrics
+    from tuner.metrics.timings import flat_metrics
 
     return flat_metrics(metrics)
 
@@ -547,11 +547,9 @@ def test_export_bench_validates_everything_before_writing_anything(
 ) -> None:
     """An invalid entry (here: latency metrics without a unit) is one line and exit 2; no file is written, not even
     the valid bigger-is-better one."""
-    import tuner.results.bench_export
+    import tuner.series.export
 
-    monkeypatch.setattr(
-        tuner.results.bench_export, "metric_unit", lambda m: "" if m.endswith("_ms") else metric_unit(m)
-    )
+    monkeypatch.setattr(tuner.series.export, "metric_unit", lambda m: "" if m.endswith("_ms") else metric_unit(m))
     exp = _sweep_with_goodput(tmp_path, summary)
     out = tmp_path / "bench"
     result = CliRunner().invoke(cli(), ["export", "bench", str(exp), "--series", "absolute", "-o", str(out / "b.json")])
@@ -609,7 +607,7 @@ def test_sweep_report_explains_the_tail_of_the_baseline_and_the_best_trial(
 def test_an_unbounded_ci_side_is_shown_as_such() -> None:
     """Below 6 pairs the inverted sign-flip CI never closes (stats reports ratio * exp(+-40)): 0 and inf, not
     an 18-digit number; an ordinary interval keeps its digits."""
-    from tuner.results.describe import fmt_ci
+    from tuner.report.describe import fmt_ci
     from tuner.stats import paired_ratio_of_sums
 
     est = paired_ratio_of_sums([100.0] * 4, [1.0, 1.1, 0.9, 1.0], [100.0] * 4, [1.0, 1.0, 1.0, 1.05])
@@ -618,7 +616,7 @@ def test_an_unbounded_ci_side_is_shown_as_such() -> None:
 
 
 def test_a_restart_pair_trial_names_its_variables_and_counts_start_pairs() -> None:
-    from tuner.results.describe import trial_label
+    from tuner.report.describe import trial_label
     from tuner.sweep.run import trials_table
 
     row = {

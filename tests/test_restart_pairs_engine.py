@@ -15,10 +15,10 @@ from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
 from tuner.config.search import Pairs
 from tuner.config.start import StartConfig
+from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import REPORT
 from tuner.sweep.study import open_study
 from tuner.sweep.trials import Sweep
-from tuner.workbench import Workbench
 
 pytestmark = pytest.mark.engine
 

@@ -24,12 +24,12 @@ import yaml
 
 from tests.conftest import TINY_ENGINE, is_engine_core
 from tuner.config import Experiment, Sampling, Slo
-from tuner.engine_args import cli_flags
-from tuner.metrics import RequestTiming, summarize
+from tuner.engine.server import ServerSession, record_chunk, server_command, sse_data
+from tuner.measure.workbench import Workbench, open_session
+from tuner.metrics.timings import RequestTiming, summarize
 from tuner.plugin.protocol import encode_spec
-from tuner.server import ServerSession, record_chunk, server_command, sse_data
 from tuner.traffic.requests import RequestSpec
-from tuner.workbench import Workbench, open_session
+from tuner.vllm.arguments import cli_flags
 
 pytestmark = pytest.mark.engine
 
@@ -48,7 +48,7 @@ def vllm_server_processes() -> set[int]:
     found = set()
     for proc in psutil.process_iter(["name", "cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if "tuner.serve_entry" in cmdline or (proc.info["name"] or "").startswith("VLLM::"):
+        if "tuner.engine.serve_entry" in cmdline or (proc.info["name"] or "").startswith("VLLM::"):
             found.add(proc.pid)
     return found
 
@@ -227,7 +227,7 @@ def test_any_yaml_mapping_becomes_a_json_flag() -> None:
 def test_a_value_that_begins_with_a_minus_stays_a_value() -> None:
     """Found by the loader fuzzer: ``max_num_seqs: -0.0`` as two arguments made vLLM's parser take ``-0.0`` for a
     dotted option and fail with an IndexError (a traceback); attached to its flag it is refused as a value."""
-    from tuner.engine_args import value_problem
+    from tuner.vllm.arguments import value_problem
 
     assert cli_flags({"max_num_seqs": -1}) == ["--max-num-seqs=-1"]
     assert value_problem("max_num_seqs", -0.0) == "invalid int value: '-0.0'"

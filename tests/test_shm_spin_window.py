@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from strategies.base import ProcessContext, Role
+from strategies.framework.base import ProcessContext, Role
 from strategies.shm_spin_window import ShmSpinWindow
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tuner.results.document import Doc
-from tuner.results.stall_section import stall_section
-from tuner.stalls import CompareStep, compare_stalls
+from tuner.measure.stalls import CompareStep, compare_stalls
+from tuner.report.document import Doc
+from tuner.report.stall_section import stall_section
 from tuner.stats.stall_rate import StallRule, paired_rate_difference, stall_flags
 
 RULE = StallRule(factor=3.0, floor_s=0.020, window=64, min_history=8)

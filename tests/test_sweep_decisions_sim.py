@@ -28,7 +28,7 @@ from simulation import (
     true_ratio,
 )
 
-from tuner.paired_estimate import pairs_estimate
+from tuner.measure.pairs import pairs_estimate
 from tuner.stats import RatioEstimate, boundary_crossing, obf_constant, paired_ratio, pairs_needed
 from tuner.sweep.decisions import (
     ScreeningResult,

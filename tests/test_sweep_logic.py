@@ -14,8 +14,8 @@ from rich.console import Console
 from tuner.cli.tables import render
 from tuner.config import Experiment, load_experiment
 from tuner.errors import UserError
-from tuner.pairing import Arms, left_out_of_steps, step_interleavable
-from tuner.results.records import TrialState
+from tuner.measure.pairing import Arms, left_out_of_steps, step_interleavable
+from tuner.records.loader import TrialState
 from tuner.sweep.run import trials_table
 from tuner.sweep.space import baseline_params, config_from_params, grid, suggest
 from tuner.sweep.study import enqueue_missing, open_study
@@ -237,7 +237,7 @@ def test_every_step_switchable_set_is_compared_per_step_and_its_front_end_part_i
 
 
 def test_step_ratios_are_expressed_per_metric() -> None:
-    from tuner.interleave import InterleaveResult, step_ratio
+    from tuner.measure.interleave import InterleaveResult, step_ratio
     from tuner.stats import paired_ratio
 
     slower = paired_ratio([1.1] * 8, [1.0] * 8, higher_is_better=False, statistic="geomean")

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from test_calibration import record
 
-from tuner.calibration import Calibration
 from tuner.config import Experiment
 from tuner.config.start import StartConfig
-from tuner.grain import grain_for
+from tuner.measure.grain import grain_for
+from tuner.records.calibration import Calibration
 from tuner.sweep.noise import power_before_screening
 from tuner.sweep.plans import CONFIRMATION_PACE, sd_upper
 from tuner.sweep.study import planned_configs

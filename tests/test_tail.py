@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from tuner.metrics import RequestTiming
+from tuner.metrics.tail_attribution import attribute, overlaps, pooled, tail_record
+from tuner.metrics.timings import RequestTiming
 from tuner.plugin.protocol import pause_tag
-from tuner.tail_attribution import attribute, overlaps, pooled, tail_record
 
 
 def intervals(rows: list[tuple[float, float, int]]) -> dict[str, Any]:

@@ -11,8 +11,8 @@ import pytest
 
 from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
+from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import encode_spec
-from tuner.workbench import Workbench
 
 pytestmark = pytest.mark.engine
 

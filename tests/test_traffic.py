@@ -28,7 +28,7 @@ from tuner.traffic.replay import (
 )
 from tuner.traffic.shape import ShapeBuilder, nice_bin
 from tuner.traffic.tokens import HashBlocks
-from tuner.workload import dataset_plan
+from tuner.traffic.workload import dataset_plan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 BUILTIN = {"model": "builtin:opt-tiny"}
@@ -395,7 +395,7 @@ def test_workload_inspect_with_skip_bad_counts_what_it_skipped(tmp_path: Path) -
     ("fixture", "result"), [("run", "run/run.json"), ("sweep-exp", "sweep-exp/sweep/summary.json")]
 )
 def test_reports_show_the_workload_they_hold_for(fixture: str, result: str, tmp_path: Path) -> None:
-    from tuner.results.report import build_report
+    from tuner.report.run import build_report
 
     fixtures = Path(__file__).parent / "fixtures"
     data = json.loads((fixtures / result).read_text())

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tuner.errors import EnvNotInForce
-from tuner.vllm_env import env_overlay, env_problem, env_text
-from tuner.workbench import check_env_in_force
+from tuner.measure.workbench import check_env_in_force
+from tuner.vllm.imports import env_overlay, env_problem, env_text
 
 
 def test_switches_are_written_as_vllm_parses_them() -> None:

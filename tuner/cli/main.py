@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from strategies import Param, Strategy
 from tuner import interrupts
 from tuner.cli.output import console, err_console, fail, user_errors
 from tuner.cli.progress import ConsoleFeedback
 from tuner.cli.results import register as register_result_commands
+from tuner.cli.strategies import strategies_app
 from tuner.cli.tables import calibration_table, repetitions_table, telemetry_table
 from tuner.cli.workload import register as register_workload_commands
 
@@ -31,7 +30,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-strategies_app = typer.Typer(help="Inspect the available strategies.", no_args_is_help=True)
 app.add_typer(strategies_app, name="strategies")
 register_result_commands(app)
 register_workload_commands(app)
@@ -44,7 +42,7 @@ def run(
     output: Annotated[Path | None, typer.Option(help="write run.json here (default: results/<name>/<time>/)")] = None,
 ) -> None:
     """Benchmark one configuration (its `strategies:` applied) and write run.json."""
-    from tuner.runner import run_experiment
+    from tuner.run.run import run_experiment
 
     with user_errors():
         loaded = _load_writable(experiment)
@@ -62,8 +60,8 @@ def calibrate(
 ) -> None:
     """Measure on this host what a comparison costs and whether it is calibrated: A/A noise per method, known
     delays in EngineCore and the worker, the strategies active on this path. `tuner sweep` takes its grain."""
-    from tuner.calibrate import run_calibration
-    from tuner.calibration import calibration_path, cost_line, load_calibration
+    from tuner.calibrate.run import run_calibration
+    from tuner.records.calibration import calibration_path, cost_line, load_calibration
 
     with user_errors():
         loaded = _load_writable(experiment)
@@ -95,7 +93,7 @@ def versions(
     """Compare vLLM installs on this host with the same experiment: engine starts alternate in mirrored order,
     each in its install's own interpreter; with more than two installs, bisect the sequence for the step that
     changed the metric."""
-    from tuner.metric_table import METRIC_NAMES
+    from tuner.metrics.table import METRIC_NAMES
     from tuner.versions.installs import probe
     from tuner.versions.run import compare_installs
 
@@ -151,42 +149,11 @@ def worker(
         run_worker(_load_writable(experiment), ConsoleFeedback(console), storage=storage, study_name=study_name)
 
 
-@strategies_app.command("list")
-def strategies_list() -> None:
-    """Each strategy, whether it applies to the installed vLLM (and why not), the vLLM releases and code paths it
-    supports, where vLLM itself stands on it, and its parameters."""
-    from strategies import strategy_classes
-    from strategies.requirements import installed_root, source_version
-
-    root = installed_root()
-    installed = source_version(root) if root is not None else None
-    table = Table(title="strategies")
-    columns = (
-        *("name", "applies", "vLLM", "upstream", "code paths"),
-        *("switchable", "processes", "parameters", "description"),
-    )
-    for column in columns:
-        table.add_column(column, no_wrap=column in {"name", "vLLM"}, overflow="fold")
-    with user_errors():
-        for name, cls in strategy_classes().items():
-            verdict = cls().applicable()
-            params = "\n".join(_describe_param(p) for p in cls.params)
-            applies = "yes" if verdict.ok else f"no: {verdict.reason}"
-            versions = cls.vllm_versions.replace(",", ", ") or "any"
-            switch = _switchable(cls)
-            roles = ", ".join(sorted(r.value for r in cls.roles))
-            upstream = cls.upstream.status(installed)
-            table.add_row(
-                name, applies, versions, upstream, cls.paths or "-", switch, roles, params or "-", cls.description
-            )
-    console.print(table)
-
-
 def _load_writable(path: Path) -> Experiment:
     """The experiment, once its results directory is known to be writable: checked before any engine starts."""
     from tuner.config import load_experiment
     from tuner.errors import UserError
-    from tuner.results.files import destination_problem
+    from tuner.records.files import destination_problem
 
     experiment = load_experiment(path)
     for note in experiment.search.notes() if experiment.search else []:
@@ -195,20 +162,6 @@ def _load_writable(path: Path) -> Experiment:
     if problem:
         raise UserError.single(str(experiment.output_dir), problem, "output_dir")
     return experiment
-
-
-def _switchable(cls: type[Strategy]) -> str:
-    """When a strategy can be switched on a running engine: per step, or only between runs (and why)."""
-    if cls.step_switchable:
-        return "per step"
-    if cls.switchable:
-        return f"between runs: {cls.run_level_reason}"
-    return f"restart: {cls.run_level_reason}"
-
-
-def _describe_param(param: Param) -> str:
-    bounds = f" [{param.low:g}, {param.high:g}]" if param.low is not None and param.high is not None else ""
-    return f"{param.name}: {param.kind} = {param.default}{bounds}"
 
 
 def main() -> None:

@@ -51,7 +51,7 @@ def report(
 ) -> None:
     """Write report.md, a self-contained report.html and PNG plots for a run or a sweep."""
     from tuner.cli.output import console, user_errors
-    from tuner.results.report import build_report
+    from tuner.report.run import build_report
 
     with user_errors():
         if storage is not None:
@@ -71,8 +71,8 @@ def compare(
     """Compare B against A metric by metric: medians, ratio B/A with a 95% CI, p-value and verdict."""
     from tuner.cli.output import console, user_errors
     from tuner.cli.tables import compare_table
-    from tuner.results.compare import compare as compare_sides
-    from tuner.results.compare import compare_notes, load_side
+    from tuner.report.compare import compare as compare_sides
+    from tuner.report.compare import compare_notes, load_side
 
     with user_errors():
         side_a, side_b = load_side(a), load_side(b)
@@ -113,7 +113,7 @@ def export_bench(
 ) -> None:
     """Export a run or sweep for benchmark-action/github-action-benchmark (custom tools)."""
     from tuner.cli.output import console, user_errors
-    from tuner.results.bench_export import export_bench as write_bench
+    from tuner.series.export import export_bench as write_bench
 
     with user_errors():
         paths = write_bench(
@@ -152,8 +152,8 @@ def history(
     from rich.table import Table
 
     from tuner.cli.output import console, user_errors
-    from tuner.results.history import append_markdown, summary_markdown
-    from tuner.results.history import history as analyse
+    from tuner.series.history import append_markdown, summary_markdown
+    from tuner.series.history import history as analyse
 
     with user_errors():
         results = analyse(path, out, patterns=series or [], max_p=max_p, min_change_pct=min_change)
@@ -207,9 +207,9 @@ def pr_check(
     from rich.table import Table
 
     from tuner.cli.output import console, user_errors
-    from tuner.results.files import write_text
-    from tuner.results.pr_check import comment_markdown
-    from tuner.results.pr_check import pr_check as check
+    from tuner.records.files import write_text
+    from tuner.series.pr_check import comment_markdown
+    from tuner.series.pr_check import pr_check as check
 
     with user_errors():
         checks = check(
@@ -254,7 +254,7 @@ def dashboard(
 ) -> None:
     """Render github-action-benchmark's charts from exported files (one PNG: a chart per series)."""
     from tuner.cli.output import console, user_errors
-    from tuner.results.dashboard import render
+    from tuner.series.dashboard import render
 
     with user_errors():
         path = render(exports, out, title)

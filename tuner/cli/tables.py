@@ -9,9 +9,9 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from tuner.calibration import Calibration
 from tuner.feedback import TableData
-from tuner.results.describe import verdict_words
+from tuner.records.calibration import Calibration
+from tuner.report.describe import verdict_words
 
 
 def render(data: TableData) -> Table:

@@ -41,10 +41,10 @@ def inspect(
     from tuner.cli.output import console, user_errors
     from tuner.config import load_experiment
     from tuner.errors import UserError
-    from tuner.results.files import write_json
-    from tuner.results.workload_section import PLOT, describe, length_rows, workload_plot
+    from tuner.records.files import write_json
+    from tuner.report.workload_section import PLOT, describe, length_rows, workload_plot
     from tuner.traffic.inspect import guess_format, inspect_file
-    from tuner.workload import dataset_plan
+    from tuner.traffic.workload import dataset_plan
 
     with user_errors():
         if file.suffix.lower() in {".yaml", ".yml"}:

@@ -13,8 +13,8 @@ import yaml
 from tuner.config.models import REQUEST_OVERHEAD_BYTES, Experiment, Workload
 from tuner.config.search import RESTART_HEADS, Range, Search, split_key, yaml_kind
 from tuner.config.yaml_source import node_line
-from tuner.engine_args import BUILTIN_DIR, BUILTIN_PREFIX
 from tuner.errors import Problem
+from tuner.vllm.arguments import BUILTIN_DIR, BUILTIN_PREFIX
 
 
 def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list[Problem]:
@@ -22,8 +22,8 @@ def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list
     rules): the experiment's engine args, and each engine value of the search space on top of them. Each strategy
     must act on the code path vLLM resolves for them (model runner, scheduling, executor, parallelism)."""
     from strategies import strategy_classes
-    from tuner.engine_args import engine_config, resolve_engine_args
-    from tuner.vllm_env import env_overlay, env_text
+    from tuner.vllm.arguments import engine_config, resolve_engine_args
+    from tuner.vllm.imports import env_overlay, env_text
 
     candidates: list[tuple[dict[str, Any], tuple[int | str, ...], str]] = [(experiment.engine, ("engine",), "engine")]
     space = experiment.search.space if experiment.search else {}
@@ -123,8 +123,8 @@ def check_dataset(experiment: Experiment, root: yaml.Node | None) -> list[Proble
 
 def check_engine_args(engine: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
     """Engine args must be ``EngineArgs`` fields, and a local model dir must hold a ``config.json``."""
-    from tuner.engine_args import value_problem
-    from tuner.vllm_env import engine_arg_names  # imports vLLM lazily (and says which extra is missing)
+    from tuner.vllm.arguments import value_problem
+    from tuner.vllm.imports import engine_arg_names  # imports vLLM lazily (and says which extra is missing)
 
     problems = []
     known = engine_arg_names()
@@ -239,7 +239,7 @@ def check_strategies(strategies: dict[str, dict[str, Any]], root: yaml.Node | No
 
 def check_env(env: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
     """``env:`` names must be variables of the installed vLLM and their values ones vLLM's parser reads."""
-    from tuner.vllm_env import env_problem
+    from tuner.vllm.imports import env_problem
 
     return [
         Problem(why, f"env.{name}", node_line(root, ("env", name)))
@@ -251,7 +251,7 @@ def check_env(env: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
 def _check_env_dimension(
     key: str, name: str, spec: list[Any] | Range, env: dict[str, Any], root: yaml.Node | None
 ) -> list[Problem]:
-    from tuner.vllm_env import env_problem
+    from tuner.vllm.imports import env_problem
 
     field = f"search.space.{key}"
     located: list[tuple[int | str, Any]] = (
@@ -283,9 +283,9 @@ def check_search(
     """Space keys must name strategies, their parameters, engine args or vLLM environment variables; metrics must
     exist; dimensions compared by restart pairs never go into a comparison by steps."""
     from strategies import strategy_classes
-    from tuner.engine_args import value_problem
-    from tuner.metric_table import METRIC_NAMES
-    from tuner.vllm_env import engine_arg_names
+    from tuner.metrics.table import METRIC_NAMES
+    from tuner.vllm.arguments import value_problem
+    from tuner.vllm.imports import engine_arg_names
 
     problems = []
     classes = strategy_classes()

@@ -5,11 +5,11 @@ collections per generation, keeps the longest pause and a log-spaced pause histo
 new measurement window; ``snapshot()`` returns plain data for the window so far.
 
 Each pause is also classified: *hidden* when the thread that ran it was blocked at a wait point
-(:mod:`strategies.wait_points`: waiting for another process or the device, so the collection cost nothing), else
-*critical*; *overran* counts the hidden pauses after which the wait returned at once (what it waited for had
-probably arrived during the pause, so part of it delayed the process). Counts, seconds and the longest pause are
-kept per class and generation, and every pause's interval
-(``time.monotonic``, the system-wide CLOCK_MONOTONIC) goes into a bounded ring for the tail-latency join.
+(:mod:`strategies.framework.wait_points`: waiting for another process or the device, so the collection cost nothing),
+else *critical*; *overran* counts the hidden pauses after which the wait returned at once (what it waited for had
+probably arrived during the pause, so part of it delayed the process). Counts, seconds and the longest pause are kept
+per class and generation, and every pause's interval (``time.monotonic``, the system-wide CLOCK_MONOTONIC) goes into a
+bounded ring for the tail-latency join.
 
 Peak memory is the window's own: on Linux ``reset()`` writes "5" to ``/proc/self/clear_refs``, which resets
 the kernel's resident high-water mark (``VmHWM``) to the current RSS, and the snapshot reads ``VmHWM``. Where
@@ -29,7 +29,7 @@ from typing import Any
 
 import psutil
 
-from strategies import wait_points
+from strategies.framework import wait_points
 from tuner.plugin.intervals import IntervalRing
 from tuner.plugin.protocol import PAUSE_EDGES_MS, PAUSE_KINDS, GcSnapshot, PauseClassSnapshot, pause_tag
 

@@ -6,8 +6,8 @@ matrix (``tests/test_vllm_compat.py`` checks them on each unpacked wheel).
 
 from __future__ import annotations
 
-from strategies import wait_points
-from strategies.requirements import (
+from strategies.framework import wait_points
+from strategies.framework.requirements import (
     Absent,
     AssignedIn,
     Defined,
@@ -90,8 +90,8 @@ REQUIRES: tuple[Requirement, ...] = (
     Defined("v1/engine/async_llm.py", "AsyncLLM.reset_prefix_cache"),
     Defined("entrypoints/serve/dev/cache/api_router.py", "reset_prefix_cache"),
     AssignedIn("outputs.py", "RequestOutput.__init__", attribute="num_cached_tokens"),
-    # `env:` and `env.VLLM_*` dimensions (the tuner's side, :mod:`tuner.vllm_env`): vLLM's table of its variables and
-    # their parsers checks names and values; its cache of them is dropped while an engine's overlay is set; the
+    # `env:` and `env.VLLM_*` dimensions (the tuner's side, :mod:`tuner.vllm.imports`): vLLM's table of its variables
+    # and their parsers checks names and values; its cache of them is dropped while an engine's overlay is set; the
     # Rust front-end's switch is checked where vLLM resolves its binary.
     Defined("envs.py", "environment_variables"),
     Defined("envs.py", "disable_envs_cache"),

@@ -11,8 +11,9 @@ import multiprocessing
 import os
 from typing import Any
 
-from strategies import ProcessContext, Role, Strategy, wait_points
+from strategies import ProcessContext, Role, Strategy
 from strategies import get as get_strategy
+from strategies.framework import wait_points
 from tuner.plugin.gc_probe import GcProbe
 from tuner.plugin.hooks import install_hooks
 from tuner.plugin.intervals import IntervalRing

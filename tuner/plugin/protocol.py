@@ -112,7 +112,7 @@ class InterleaveStart(TypedDict):
     Blocks of ``block_steps`` model-executing steps come in pairs, each pair in a random order (``seed``).
     ``settle``: a gen0 collection ends every block in every process that holds an arm, charged to the block, so
     that garbage a block deferred is not collected in the next one (chosen where GC is not negligible: see
-    :mod:`tuner.grain`).
+    :mod:`tuner.measure.grain`).
     """
 
     op: Literal["interleave_start"]

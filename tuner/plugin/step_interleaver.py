@@ -23,7 +23,7 @@ Garbage is the one state that outlives a step. Where GC is not negligible the co
 gen0 collection at the end of every block, in EngineCore (timed, charged to the block) and in each worker process
 after it produced the block's last batch (inside that step's time), so that the next block does not collect what
 this one deferred. Per step it records the wall time, the running requests, the scheduled tokens and the GC time;
-the front-end (:mod:`tuner.interleave`) drains complete pairs and does the statistics. Per block it also counts
+the front-end (:mod:`tuner.measure.interleave`) drains complete pairs and does the statistics. Per block it also counts
 EngineCore's process's gen0 collections during the block's steps (the settle left out), so that a GC-pacing
 comparison can show each arm collecting at its own pace.
 """

@@ -23,17 +23,13 @@ import optuna
 
 from tuner.config.search import Pairs, Search
 from tuner.feedback import SILENT, Feedback
-from tuner.metric_table import STEP_LEVEL_METRICS, quantity
-from tuner.paired_estimate import Pair, pairs_estimate
-from tuner.results.records import TrialState
+from tuner.measure.pairs import Pair, pairs_estimate
+from tuner.metrics.table import STEP_LEVEL_METRICS, quantity
+from tuner.records.loader import TrialState
 from tuner.stats import MIN_SIGN_FLIP_PAIRS, RatioEstimate
 from tuner.sweep.decisions import Decision, ScreeningResult, confirm, select_candidates
 from tuner.sweep.plans import Candidate, CandidatePlan, ConfirmationPlan, Design, finite_or_none, plan_confirmation
 from tuner.sweep.power import confirmation_lines
-
-CONFIRMATION_ATTR = "confirmation"
-SCREENING_POWER_ATTR = "power_before_screening"
-
 
 FreshPairs = Callable[[Candidate, int, int, float], list[Pair]]
 """``(candidate, pairs measured so far, pairs wanted, seconds left)`` -> that many fresh pairs (fewer when the

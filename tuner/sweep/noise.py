@@ -16,11 +16,11 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tuner.calibration import Calibration
 from tuner.config.search import Search
 from tuner.config.start import StartConfig
-from tuner.grain import Grain, paces_gc
-from tuner.paired_estimate import pairs_estimate, run_pair
+from tuner.measure.grain import Grain, paces_gc
+from tuner.measure.pairs import pairs_estimate, run_pair
+from tuner.records.calibration import Calibration
 from tuner.sweep.confirmation import design_for, restart_pairs_line
 from tuner.sweep.plans import Candidate, plan_candidate
 from tuner.sweep.power import GroupPower, Noise, group_powers

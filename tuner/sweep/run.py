@@ -6,13 +6,14 @@ from pathlib import Path
 
 from optuna import Study
 
-from tuner.calibration import cost_line
 from tuner.config import Experiment
 from tuner.errors import StudyIncomplete
 from tuner.feedback import SILENT, Feedback, TableData
-from tuner.results.describe import describe_engine, describe_strategies, fmt_ratio, measured_by, verdict_words
-from tuner.results.records import SweepSummary, TrialRow
-from tuner.sweep.confirmation import CONFIRMATION_ATTR, run_confirmation
+from tuner.records.calibration import cost_line
+from tuner.records.loader import SweepSummary, TrialRow
+from tuner.report.describe import describe_engine, describe_strategies, fmt_ratio, measured_by, verdict_words
+from tuner.sweep import study_attrs
+from tuner.sweep.confirmation import run_confirmation
 from tuner.sweep.study import default_storage, enqueue_missing, open_study
 from tuner.sweep.summary import current_confirmation, summarize_study, verdict_line, write_outputs
 from tuner.sweep.trials import Sweep
@@ -62,7 +63,7 @@ def confirm_candidates(study: Study, experiment: Experiment, sweep: Sweep, feedb
         return
     feedback.note("confirmation: re-testing the screening's candidates against the baseline", "heading")
     record = run_confirmation(rows["trials"], sweep.search, sweep.fresh_pairs, feedback)
-    study.set_user_attr(CONFIRMATION_ATTR, record)
+    study_attrs.record(study, {"confirmation": record})
 
 
 def write_summary(

@@ -24,7 +24,6 @@ from tuner.sweep.space import baseline_params, config_from_params, grid, suggest
 from tuner.sweep.trial_attrs import TrialAttrs, read, state
 
 DEFAULT_TRIALS = 20
-WORKLOAD_ATTR = "workload"  # the study's WorkloadRecord, set when its first engine is up
 MAX_RETRY = 2  # a trial whose worker died is run again at most this often
 
 

@@ -1,4 +1,4 @@
-"""A study as plain data: ``summary.json`` (:class:`tuner.results.records.SweepSummary`) read back from storage,
+"""A study as plain data: ``summary.json`` (:class:`tuner.records.loader.SweepSummary`) read back from storage,
 the winner files, and the one-line verdict."""
 
 from __future__ import annotations
@@ -15,20 +15,19 @@ import optuna
 
 from tuner.config import Experiment
 from tuner.config.search import Search
-from tuner.engine_args import cli_flags
-from tuner.environment import environment_record
 from tuner.errors import UserError
 from tuner.plugin.protocol import encode_spec
-from tuner.results.records import SWEEP_SCHEMA, SweepSummary, TrialRow, TrialState, Winner
+from tuner.records.loader import SWEEP_SCHEMA, SweepSummary, TrialRow, TrialState, Winner
+from tuner.sweep import study_attrs
 from tuner.sweep.confirmation import (
-    CONFIRMATION_ATTR,
-    SCREENING_POWER_ATTR,
     pending,
     screening_results,
 )
-from tuner.sweep.study import WORKLOAD_ATTR, make_storage, require_search
+from tuner.sweep.study import make_storage, require_search
 from tuner.sweep.trial_attrs import read, state
-from tuner.vllm_env import env_text
+from tuner.vllm.arguments import cli_flags
+from tuner.vllm.environment import environment_record
+from tuner.vllm.imports import env_text
 
 
 class EngineTimings(Protocol):
@@ -72,12 +71,12 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTi
         "best": _best(rows, search) if baseline is not None else [],  # screening's significant trials
         "confirmation": confirmation,
         "power": {
-            "before_screening": study.user_attrs.get(SCREENING_POWER_ATTR),
+            "before_screening": study_attrs.read(study).get("power_before_screening"),
             "before_confirmation": (confirmation or {}).get("power"),
         },
         "winner": winner(rows, confirmation),
         "incomplete": incomplete_reasons(rows),
-        "workload": study.user_attrs.get(WORKLOAD_ATTR),
+        "workload": study_attrs.read(study).get("workload"),
     }
     if baseline is None:
         summary["winner"]["reason"] = "no verdict: the baseline trial did not complete"
@@ -98,7 +97,7 @@ def current_confirmation(
 ) -> dict[str, Any] | None:
     """The study's confirmation record if it confirmed the screening as it stands (None when pending or stale:
     trials screened since)."""
-    record = study.user_attrs.get(CONFIRMATION_ATTR)
+    record = study_attrs.read(study).get("confirmation")
     screened, _ = screening_results(rows, search.objectives[0].metric)
     if record is None or record["screened"] != sorted(r.trial for r in screened):
         return None
@@ -223,7 +222,7 @@ def write_outputs(summary: SweepSummary, out_dir: Path) -> list[Path]:
     ``no-confirmed-winner.txt`` says so (and any older winner files are removed). Atomic writes."""
     import yaml
 
-    from tuner.results.files import write_json, write_text
+    from tuner.records.files import write_json, write_text
 
     best = summary["winner"]
     written = [write_json(out_dir / "summary.json", summary)]

@@ -12,7 +12,7 @@ from typing import Any, TypedDict, cast
 
 import optuna
 
-from tuner.results.records import TrialState
+from tuner.records.loader import TrialState
 
 INTERRUPTED_FAILURE = "interrupted"  # the failure recorded on a trial stopped by Ctrl-C or SIGTERM
 

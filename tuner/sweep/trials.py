@@ -5,7 +5,7 @@ engines.
   reference arm (no strategies) on the same engine, so host drift cancels.
 - Trials that differ only in switchable strategies share one engine. A trial that changes the engine start
   (engine args, vLLM variables) or holds a restart-only strategy is measured by restart pairs instead: each arm
-  of every pair on an engine started for it (:func:`tuner.pairing.paired_runs` with ``restarts``).
+  of every pair on an engine started for it (:func:`tuner.measure.pairing.paired_runs` with ``restarts``).
 - Screening only nominates candidates; the single-process command then confirms them against the baseline
   with fresh pairs (:mod:`tuner.sweep.confirmation`), and only a confirmed winner is written to ``winner.yaml``
   (:mod:`tuner.sweep.summary`). The study itself (storage, sampler, queued points) is :mod:`tuner.sweep.study`.
@@ -22,30 +22,30 @@ from typing import Any
 
 import optuna
 
-from tuner.calibration import calibration_path, load_calibration
 from tuner.config import Experiment
 from tuner.config.search import RESTART_HEADS, Pairs, split_key
 from tuner.config.start import StartConfig
-from tuner.engine import EngineError, EngineSession
+from tuner.engine.session import EngineError, EngineSession
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, Task, task
-from tuner.gc_pacing import measure_gc_cycles
-from tuner.grain import Grain, grain_for, paces_gc
-from tuner.interleave import interleaved_comparison, step_pairs, step_ratio
-from tuner.metric_table import STEP_LEVEL_METRICS, quantity
-from tuner.paired_estimate import Pair, run_pair
-from tuner.pairing import Arms, Restarts, left_out_of_steps, paired_runs, step_interleavable
+from tuner.measure.gc_pacing import measure_gc_cycles
+from tuner.measure.grain import Grain, grain_for, paces_gc
+from tuner.measure.interleave import interleaved_comparison, step_pairs, step_ratio
+from tuner.measure.pairing import Arms, Restarts, left_out_of_steps, paired_runs, step_interleavable
+from tuner.measure.pairs import Pair, run_pair
+from tuner.measure.workbench import Workbench
+from tuner.metrics.table import STEP_LEVEL_METRICS, quantity
+from tuner.metrics.tail_attribution import tail_record
 from tuner.plugin.protocol import StrategySet, encode_spec
+from tuner.records.calibration import calibration_path, load_calibration
 from tuner.stats import RatioEstimate
-from tuner.sweep.confirmation import SCREENING_POWER_ATTR
+from tuner.sweep import study_attrs
 from tuner.sweep.decisions import slo
 from tuner.sweep.noise import power_before_screening
 from tuner.sweep.plans import Candidate
-from tuner.sweep.study import WORKLOAD_ATTR, planned_configs, require_search, trial_config
+from tuner.sweep.study import planned_configs, require_search, trial_config
 from tuner.sweep.trial_attrs import INTERRUPTED_FAILURE, read, record
 from tuner.sweep.watchdog import Watchdog
-from tuner.tail_attribution import tail_record
-from tuner.workbench import Workbench
 
 GC_PILOT_SHARE = 0.15
 """A GC-pacing trial measures each arm's gen0 cycle alone for this share of its step budget (each)."""
@@ -95,8 +95,8 @@ class Sweep:
                 raise
             self.session = self.bench.session
             self.start_s.append(self.session.start_s)
-            if WORKLOAD_ATTR not in self.study.user_attrs:
-                self.study.set_user_attr(WORKLOAD_ATTR, self.bench.workload)
+            if "workload" not in study_attrs.read(self.study):
+                study_attrs.record(self.study, {"workload": self.bench.workload})
             self.running = wanted
         return self.bench
 
@@ -285,7 +285,7 @@ class Sweep:
         return grain, 2 * pilot_s
 
     def grain(self, strategies: StrategySet) -> Grain:
-        """The block length and settle of a step-level comparison of ``strategies`` (see :mod:`tuner.grain`)."""
+        """The block length and settle of a step-level comparison of ``strategies`` (see :mod:`tuner.measure.grain`)."""
         return grain_for(strategies, self.calibration, self.search.block_steps)
 
     def _use_steps(self, bench: Workbench, strategies: dict[str, dict[str, Any]]) -> bool:
@@ -421,7 +421,7 @@ class Sweep:
             planned_configs(self.experiment), self.method_of, lambda c: self.grain(c.strategies), self.calibration,
             arms, self.search,
         )  # fmt: skip
-        study.set_user_attr(SCREENING_POWER_ATTR, power)
+        study_attrs.record(study, {"power_before_screening": power})
         self.feedback.note("power before screening (the noise of each way the trials are measured)", "heading")
         self.feedback.note("  " + "\n  ".join(power["lines"]))
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tuner.engine_args import BUILTIN_DIR, BUILTIN_PREFIX
 from tuner.errors import Problem, UserError
 from tuner.inputs import open_regular
 from tuner.traffic.dataset import MAX_DATASET_BYTES, Dataset, Format
@@ -26,6 +25,7 @@ from tuner.traffic.selection import MAX_REPORTED, Counts, Selection
 from tuner.traffic.shape import ShapeBuilder, WorkloadShape
 from tuner.traffic.tokens import HashBlocks, load_tokenizer, tokenize
 from tuner.traffic.workload_record import DatasetRecord
+from tuner.vllm.arguments import BUILTIN_DIR, BUILTIN_PREFIX
 
 MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
 

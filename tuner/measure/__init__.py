@@ -1,0 +1,1 @@
+"""Paired measurement on a live engine: repetitions, step-interleaved blocks, their grain, pairs and stalls."""

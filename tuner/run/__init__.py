@@ -1,0 +1,1 @@
+"""The ``tuner run`` wing: benchmark one configuration on a live engine."""

@@ -1,0 +1,1 @@
+"""CI benchmark series: ``tuner export bench``, ``history``, ``pr-check`` and ``dashboard``."""

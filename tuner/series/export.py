@@ -1,0 +1,316 @@
+"""``tuner export bench``: results as input for benchmark-action/github-action-benchmark.
+
+The action's custom tools read a JSON list of entries::
+
+    [{"name": str, "unit": str, "value": number, "range": str (optional), "extra": str (optional)}, ...]
+
+``customBiggerIsBetter`` gets the metrics where higher is better (throughput, goodput, SLO attainment and their
+ratios), ``customSmallerIsBetter`` the latency percentiles (``{ttft,tpot,itl,e2e}_{p50,p90,p99}_ms``) and their
+ratios. The action draws one chart per entry name, so names stay stable from commit to commit.
+
+Two series, in separate files because the workflow alerts on them differently:
+
+- ``ratio`` (a sweep): for every configuration the sweep measured, its paired ratio to the baseline measured
+  alongside it on the same engine, per objective and constraint, with the 95% CI in ``range`` (e.g.
+  ``1.02-1.08x (95% CI)``): ``<prefix>/ratio-to-baseline/<config>/<metric>``, unit ``x baseline``. ``<config>``
+  is :func:`config_name` of the trial's settings (never "best", which names a different trial from run to
+  run). These are stable to about ±1-2% and are what regressions are judged on.
+- ``absolute``: the medians over repetitions of the sweep's baseline trial (vLLM as installed:
+  ``<prefix>/baseline-absolute/<metric>``) or of a run (``<prefix>/run/<metric>``), ``range`` ``± sd``. They move
+  with the host and with vLLM (about ±12% run to run on the GPU host), so they are context, not a gate. No
+  absolute figures are exported for the other configurations: across runs they would compare two engines.
+
+The prefix defaults to the experiment name. ``extra`` is human-readable context: the configuration, the vLLM
+version, the device, the git revision, the repetitions and the verdicts. :data:`BENCH_ENTRY_SCHEMA` is the JSON
+Schema of one file; :func:`validate` checks a list against it (plus unique names and finite values) without
+third-party packages, before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeGuard
+
+from tuner.errors import UserError
+from tuner.metrics.table import HIGHER_IS_BETTER, LATENCY_FAMILIES, metric_unit
+from tuner.records.files import write_json
+from tuner.records.loader import Loaded, load, run_reps, trial_metric, trial_reps
+from tuner.report.describe import (
+    UNBOUNDED,
+    baseline_trial,
+    describe_engine,
+    describe_strategies,
+    ratio_metrics,
+    vllm_version,
+)
+
+BenchKind = Literal["bigger", "smaller"]
+Series = Literal["ratio", "absolute"]
+KINDS: tuple[BenchKind, ...] = ("bigger", "smaller")
+TOOLS: dict[BenchKind, str] = {"bigger": "customBiggerIsBetter", "smaller": "customSmallerIsBetter"}
+THROUGHPUT = sorted(HIGHER_IS_BETTER)
+LATENCY = [f"{family}_{pct}_ms" for family in LATENCY_FAMILIES for pct in ("p50", "p90", "p99")]
+METRICS: dict[BenchKind, list[str]] = {"bigger": THROUGHPUT, "smaller": LATENCY}
+RATIO_UNIT = "x baseline"
+Entries = dict[BenchKind, list[dict[str, Any]]]
+
+BENCH_ENTRY_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "github-action-benchmark custom tool input (customBiggerIsBetter / customSmallerIsBetter)",
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["name", "unit", "value"],
+        "additionalProperties": False,
+        "properties": {
+            "name": {"type": "string", "minLength": 1},
+            "unit": {"type": "string", "minLength": 1},
+            "value": {"type": "number"},
+            "range": {"type": "string"},
+            "extra": {"type": "string"},
+        },
+    },
+}
+
+
+def validate(entries: Any) -> list[str]:
+    """Problems with ``entries`` against :data:`BENCH_ENTRY_SCHEMA` (plus unique names, finite values)."""
+    if not isinstance(entries, list):
+        return ["top level: expected a list"]
+    problems = []
+    allowed = set(BENCH_ENTRY_SCHEMA["items"]["properties"])
+    names: set[str] = set()
+    for i, entry in enumerate(entries):
+        where = f"[{i}]"
+        if not isinstance(entry, dict):
+            problems.append(f"{where}: expected an object")
+            continue
+        for key in ("name", "unit", "value"):
+            if key not in entry:
+                problems.append(f"{where}: missing {key!r}")
+        for key in set(entry) - allowed:
+            problems.append(f"{where}: unexpected key {key!r}")
+        for key in ("name", "unit", "range", "extra"):
+            if key in entry and not isinstance(entry[key], str):
+                problems.append(f"{where}.{key}: expected a string")
+        for key in ("name", "unit"):
+            if isinstance(entry.get(key), str) and not entry[key]:
+                problems.append(f"{where}.{key}: empty")
+        value = entry.get("value")
+        if "value" in entry and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            problems.append(f"{where}.value: expected a number")
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{where}.value: not finite")
+        name = entry.get("name")
+        if isinstance(name, str):
+            if name in names:
+                problems.append(f"{where}.name: duplicate {name!r}")
+            names.add(name)
+    return problems
+
+
+def read_entries(path: Path) -> list[dict[str, Any]]:
+    """A ``tuner export bench`` file's entries, validated; bad input is a one-line :class:`UserError`."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError.single(str(path), "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError.single(str(path), f"cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError.single(str(path), f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+    problems = validate(entries)
+    if problems:
+        raise UserError.single(str(path), f"not a `tuner export bench` file: {problems[0]}")
+    return list(entries)
+
+
+def _context(data: dict[str, Any], strategies: dict[str, Any], engine: dict[str, Any], n: int, more: str = "") -> str:
+    env = data.get("environment") or {}
+    lines = [
+        f"strategies: {describe_strategies(strategies)}",
+        *([f"engine: {describe_engine(engine)}"] if engine else []),
+        f"vllm: {vllm_version(env)}",
+        f"device: {env.get('device', '?')}",
+        f"git: {(env.get('git_sha') or '?')[:12]}",
+        f"repetitions: {n}" if n else "repetitions: not kept",
+    ]
+    if more:
+        lines.append(more)
+    return "\n".join(lines)
+
+
+def config_name(strategies: dict[str, Any] | None, engine: dict[str, Any] | None) -> str:
+    """A configuration's stable name from its canonical settings: strategies by name, then engine overrides.
+
+    ``{"shared_empty_kv_blocks": {"enabled": False}, "gc_threshold": {"gen0_per_seq": 64}}`` gives
+    ``gc_threshold(gen0_per_seq=64)+shared_empty_kv_blocks(enabled=false)`` in every sweep, whatever the order
+    of trials or keys, so one dashboard series follows one configuration.
+    """
+    parts = [
+        _call(name, params if isinstance(params, dict) else {}) for name, params in sorted((strategies or {}).items())
+    ]
+    if engine:
+        parts.append(_call("engine", engine))
+    return "+".join(parts) or "vllm-as-installed"
+
+
+def _call(name: str, params: dict[str, Any]) -> str:
+    args = ",".join(
+        f"{key}={value if isinstance(value, str) else json.dumps(value)}" for key, value in sorted(params.items())
+    )
+    return f"{name}({args})" if args else name
+
+
+def _finite(value: object) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _spread(values: list[float]) -> str | None:
+    return f"± {statistics.stdev(values):.4g}" if len(values) >= 2 else None
+
+
+def _entry(name: str, unit: str, value: float, spread: str | None, extra: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name, "unit": unit, "value": round(float(value), 6)}
+    if spread:
+        entry["range"] = spread
+    entry["extra"] = extra
+    return entry
+
+
+def _absolute(prefix: str, reps: list[dict[str, float]], medians: dict[str, float | None], extra: str) -> Entries:
+    out: Entries = {k: [] for k in KINDS}
+    for kind in KINDS:
+        for metric in METRICS[kind]:
+            value = medians.get(metric)
+            if not _finite(value):
+                continue
+            values = [r[metric] for r in reps if metric in r]
+            out[kind].append(_entry(f"{prefix}/{metric}", metric_unit(metric), value, _spread(values), extra))
+    return out
+
+
+def _configurations(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The measured trial of each configuration by :func:`config_name` (repeated: the one with most pairs)."""
+    first = summary["objectives"][0]["metric"]
+
+    def pairs(trial: dict[str, Any]) -> int:
+        return int(((trial.get("ratios") or {}).get(first) or {}).get("n") or 0)
+
+    chosen: dict[str, dict[str, Any]] = {}
+    for trial in sorted(summary["trials"], key=lambda t: t["number"]):
+        if trial["state"] != "COMPLETE" or trial.get("is_baseline") or not trial.get("ratios"):
+            continue
+        name = config_name(trial.get("strategies"), trial.get("engine"))
+        if name not in chosen or pairs(trial) >= pairs(chosen[name]):
+            chosen[name] = trial
+    return dict(sorted(chosen.items()))
+
+
+def _ratio_facts(summary: dict[str, Any], trial: dict[str, Any], ratio: dict[str, Any]) -> str:
+    first = summary["objectives"][0]["metric"]
+    first_ratio = (trial.get("ratios") or {}).get(first) or {}
+    verdict = f"trial #{trial['number']}: verdict on {first}: {trial.get('verdict') or '-'}"
+    if first_ratio.get("p_value") is not None:
+        verdict += f" (p = {first_ratio['p_value']:.3g})"
+    facts = [verdict, f"this ratio: {ratio.get('verdict') or '-'}, paired over {ratio.get('n', '?')} pairs"]
+    if trial.get("feasible") is False:
+        facts.append("infeasible: breaks a constraint")
+    if (summary.get("winner") or {}).get("confirmed") and summary["winner"]["trial"] == trial["number"]:
+        facts.append("the confirmed winner of this sweep")
+    elif trial["number"] in (summary.get("best") or []):
+        facts.append("a significant winner in screening" + (" (not confirmed)" if "confirmation" in summary else ""))
+    return "\n".join(facts)
+
+
+def _ratios(summary: dict[str, Any], prefix: str) -> Entries:
+    out: Entries = {k: [] for k in KINDS}
+    metrics = ratio_metrics(summary)
+    for name, trial in _configurations(summary).items():
+        strategies, engine = trial.get("strategies") or {}, trial.get("engine") or {}
+        for metric in metrics:
+            ratio = (trial.get("ratios") or {}).get(metric) or {}
+            if not _finite(ratio.get("ratio")):
+                continue
+            low, high = ratio.get("ci_low"), ratio.get("ci_high")
+            bounded = _finite(low) and _finite(high) and low > 1 / UNBOUNDED and high < UNBOUNDED
+            ci = f"{low:.3f}-{high:.3f}x (95% CI)" if bounded else None
+            extra = _context(summary, strategies, engine, len(trial_reps(trial)), _ratio_facts(summary, trial, ratio))
+            kind: BenchKind = "bigger" if metric in HIGHER_IS_BETTER else "smaller"
+            out[kind].append(
+                _entry(f"{prefix}/ratio-to-baseline/{name}/{metric}", RATIO_UNIT, ratio["ratio"], ci, extra)
+            )
+    return out
+
+
+def bench_entries(loaded: Loaded, prefix: str | None = None) -> dict[Series, Entries]:
+    """The entry lists of a run (``absolute`` only) or a sweep (``ratio`` and ``absolute``), by kind."""
+    data = loaded.data
+    prefix = prefix or str(data.get("experiment") or "tuner")
+    if loaded.kind == "run":
+        reps = run_reps(data)
+        medians: dict[str, float | None] = {
+            m: statistics.median([r[m] for r in reps if m in r]) if any(m in r for r in reps) else None
+            for m in THROUGHPUT + LATENCY
+        }
+        engine = (data.get("config") or {}).get("engine") or {}
+        extra = _context(data, data.get("strategies") or {}, engine, len(reps))
+        return {"absolute": _absolute(f"{prefix}/run", reps, medians, extra)}
+
+    absolute: Entries = {k: [] for k in KINDS}
+    base = baseline_trial(data)
+    if base is not None and base["state"] == "COMPLETE":
+        reps = trial_reps(base)
+        medians = {m: trial_metric(base, m) for m in THROUGHPUT + LATENCY}
+        extra = _context(data, {}, base.get("engine") or {}, len(reps), "config: baseline (vLLM as installed)")
+        absolute = _absolute(f"{prefix}/baseline-absolute", reps, medians, extra)
+    return {"ratio": _ratios(data, prefix), "absolute": absolute}
+
+
+def _target(out: Path, parts: Sequence[str]) -> Path:
+    return out.with_name("-".join([out.stem, *parts]) + (out.suffix or ".json")) if parts else out
+
+
+def export_bench(
+    path: Path, out: Path, *, kind: BenchKind | None = None, series: Series | None = None, prefix: str | None = None
+) -> list[Path]:
+    """Check every file first, then write them: one per series and kind the input has and the options leave open.
+
+    ``out`` is the file when one is asked for; otherwise its stem gets ``-<series>`` (a sweep, ``series`` not
+    given) and ``-<kind>`` (``kind`` not given): ``bench-ratio-bigger.json``, ``bench-absolute-smaller.json``...
+    Of several files, an empty one is left out; a single file asked for must have entries. Nothing is written
+    when any file would be invalid; every problem is a :class:`UserError` (one line, exit 2).
+    """
+    loaded = load(path)
+    where = str(loaded.path)
+    entries = bench_entries(loaded, prefix)
+    if series is not None and series not in entries:
+        raise UserError.single(where, f"a {loaded.kind} has no {series} series (only: {', '.join(entries)})")
+    chosen_series = [series] if series is not None else list(entries)
+    chosen_kinds = [kind] if kind is not None else list(KINDS)
+    files: dict[Path, list[dict[str, Any]]] = {}
+    for which in chosen_series:
+        for tool in chosen_kinds:
+            parts = ([which] if len(chosen_series) > 1 else []) + ([tool] if kind is None else [])
+            listed = entries[which][tool]
+            problems = validate(listed)
+            if problems:  # never hand the action a file it would misread, nor half of the files
+                detail = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+                raise UserError.single(where, f"cannot export the {which} series for {TOOLS[tool]}: {detail}")
+            if listed:
+                files[_target(out, parts)] = listed
+            elif len(chosen_series) * len(chosen_kinds) == 1:
+                raise UserError.single(where, f"nothing to export in the {which} series for {TOOLS[tool]}")
+    if not files:
+        raise UserError.single(where, "nothing to export: no completed measurements")
+    written = []
+    for target, listed in files.items():
+        try:
+            written.append(write_json(target, listed))
+        except OSError as exc:
+            raise UserError.single(str(target), f"cannot write: {exc.strerror or exc}") from None
+    return written

@@ -1,0 +1,31 @@
+"""A sweep study's own Optuna user attributes: the one module that names, writes and reads them.
+
+A trial's attributes are :mod:`tuner.sweep.trial_attrs`'; these belong to the study as a whole: what the sweep's
+budgets could detect before screening, the confirmation's record, and the workload its engines replayed. Studies
+written before an attribute existed lack it: readers get ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict, cast
+
+import optuna
+
+from tuner.traffic.workload_record import WorkloadRecord
+
+
+class StudyAttrs(TypedDict, total=False):
+    power_before_screening: dict[str, Any]  # :func:`tuner.sweep.noise.power_before_screening`
+    confirmation: dict[str, Any]  # :func:`tuner.sweep.confirmation.run_confirmation`'s record
+    workload: WorkloadRecord  # set when the study's first engine is up
+
+
+def record(study: optuna.Study, attrs: StudyAttrs) -> None:
+    """Store ``attrs`` on ``study`` (each key one user attribute)."""
+    for key, value in attrs.items():
+        study.set_user_attr(key, value)
+
+
+def read(study: optuna.Study) -> StudyAttrs:
+    """The attributes stored on ``study`` (those of older studies may be missing)."""
+    return cast(StudyAttrs, study.user_attrs)
