@@ -26,9 +26,10 @@ import numpy.typing as npt
 from scipy import signal
 
 from tuner.stats import RatioEstimate, mirrored_order, ratio_of_sums_estimates
-from tuner.sweep.decisions import ScreeningResult, confirm, select_candidates
+from tuner.sweep.decisions import confirm
 from tuner.sweep.plans import Candidate, ConfirmationPlan, Design, plan_candidate, plan_confirmation
 from tuner.sweep.power import Ranking, sweep_power
+from tuner.sweep.screening import ScreeningResult, select_candidates
 
 Order = Literal["mirrored", "random"]
 _Array = npt.NDArray[np.float64]

@@ -66,8 +66,8 @@ class FakeBench:
         self.start_offset = 0.0
 
     def start(self, engine: dict[str, Any], env: dict[str, Any], strategies: dict[str, Any]) -> FakeBench:
-        """What :meth:`Sweep._start` returns: this bench, as a fresh engine of ``engine`` and ``env`` with
-        ``strategies`` in force."""
+        """What :meth:`tuner.sweep.engines.Engines.start` returns: this bench, as a fresh engine of ``engine`` and
+        ``env`` with ``strategies`` in force."""
         self.starts.append((engine, env))
         self.started_with.append(tuple(sorted(strategies)))
         self.started = [f"engine.{k}={v}" for k, v in engine.items()] + [f"env.{k}={v}" for k, v in env.items()]
@@ -116,7 +116,7 @@ def experiment(tmp_path: Path, space: dict[str, Any] | None = None, **confirm: A
 
 def on_fake_engines(sweep: Sweep, bench: FakeBench) -> None:
     """Every engine the sweep starts is ``bench``."""
-    sweep._start = bench.start  # type: ignore[method-assign,assignment]
+    sweep.engines.start = bench.start  # type: ignore[method-assign,assignment]
 
 
 def swept(
@@ -222,7 +222,7 @@ def test_an_env_dimension_starts_each_arm_with_its_variables_and_no_effect_wins_
     summary = summarize_study(sweep.study, sweep.experiment, sweep)
     trial = next(r for r in summary["trials"] if not r["is_baseline"])
     assert trial["env"] == {"VLLM_USE_V2_MODEL_RUNNER": True} and trial["restart_pairs"] is not None
-    assert sweep.installable == []  # an env dimension is no strategy for the plugin to install
+    assert sweep.engines.installable == []  # an env dimension is no strategy for the plugin to install
     screened = [env for _, env in bench.starts[1 : 1 + 2 * trial["pairs"]]]
     assert screened.count({"VLLM_USE_V2_MODEL_RUNNER": True}) == screened.count({}) == trial["pairs"] == 6
     everything = [env for _, env in bench.starts[1:]]  # with the confirmation's (a candidate by chance or not)

@@ -91,7 +91,7 @@ def test_engine_kills_lose_no_finished_trial_and_leave_no_process(tmp_path: Path
     def killer() -> None:  # SIGKILL a running EngineCore at a random point, twice
         killed_sessions: list[Any] = []
         while not stop.is_set() and len(kills) < 2:
-            session = sweep.session
+            session = sweep.engines.session
             if session is None or any(session is s for s in killed_sessions):
                 time.sleep(0.2)
                 continue

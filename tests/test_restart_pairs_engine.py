@@ -44,9 +44,9 @@ def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables(tmp_pat
     )
     study = open_study(experiment, f"sqlite:///{tmp_path / 'study.db'}", resume=False, study_name="restarts")
     sweep = Sweep(experiment, study)
-    assert sweep.installable == ["fast_teardown"]  # the space's engine and env keys are no strategies for the plugin
+    assert sweep.engines.installable == ["fast_teardown"]  # engine and env keys are no strategies for the plugin
     seen: list[tuple[int, set[str | None]]] = []  # per start: max_num_seqs, the variable in its engine processes
-    start = sweep._start
+    start = sweep.engines.start
 
     def start_and_look(engine: dict[str, Any], env: dict[str, Any], strategies: Any) -> Workbench:
         assert VARIABLE not in os.environ  # the last engine took its variables with it
@@ -56,11 +56,11 @@ def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables(tmp_pat
         seen.append((bench.session.engine_args["max_num_seqs"], {r["vllm_env"].get(VARIABLE) for r in reports}))
         return bench
 
-    sweep._start = start_and_look  # type: ignore[method-assign]
+    sweep.engines.start = start_and_look  # type: ignore[method-assign]
     trial = StartConfig(engine={"max_num_seqs": 2}, env={VARIABLE: 1234}, strategies={"fast_teardown": {}})
-    assert sweep.needs_restarts(trial)
+    assert sweep.measurer.needs_restarts(trial)
     try:
-        arms = sweep._restart_pairs(trial, Pairs(min=2, max=2), seed=1)
+        arms = sweep.measurer.restart_pairs(trial, Pairs(min=2, max=2), seed=1)
     finally:
         sweep.close()
     assert VARIABLE not in os.environ

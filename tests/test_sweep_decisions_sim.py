@@ -30,18 +30,11 @@ from simulation import (
 
 from tuner.measure.pairs import pairs_estimate
 from tuner.stats import RatioEstimate, boundary_crossing, obf_constant, paired_ratio, pairs_needed
-from tuner.sweep.decisions import (
-    ScreeningResult,
-    bounded_gain,
-    confirm,
-    gain_bounds,
-    non_inferiority,
-    select_candidates,
-    sign_flip_z,
-    slo,
-)
+from tuner.sweep.checks import non_inferiority, slo
+from tuner.sweep.decisions import bounded_gain, confirm, sign_flip_z
 from tuner.sweep.plans import CONFIRMATION_PACE, Candidate, ConfirmationPlan, Design, least_pairs, plan_confirmation
 from tuner.sweep.power import Ranking, confirmation_lines, selection_chance
+from tuner.sweep.screening import ScreeningResult, gain_bounds, select_candidates
 
 FLIPS = 1000  # sign flips per confirmation look in these tests (see the module docstring)
 MIXED = (FINE_GRAIN,) * 4 + (GC_GRAIN,) * 3 + (RUN_GRAIN,) * 3

@@ -13,15 +13,18 @@ from rich.console import Console
 
 from tuner.cli.tables import render
 from tuner.config import Experiment, load_experiment
+from tuner.config.start import StartConfig
 from tuner.errors import UserError
 from tuner.measure.pairing import Arms, left_out_of_steps, step_interleavable
+from tuner.metrics.table import quantity
 from tuner.records.loader import TrialState
+from tuner.sweep.measuring import Measured
 from tuner.sweep.run import trials_table
 from tuner.sweep.space import baseline_params, config_from_params, grid, suggest
 from tuner.sweep.study import enqueue_missing, open_study
 from tuner.sweep.summary import _best, summarize_study, winner
 from tuner.sweep.trial_attrs import INTERRUPTED_FAILURE, read, record, state
-from tuner.sweep.trials import Sweep
+from tuner.sweep.trial_record import trial_record
 
 SPACE: dict[str, Any] = {
     "gc_threshold": [False, True],
@@ -250,6 +253,38 @@ def test_step_ratios_are_expressed_per_metric() -> None:
     assert step_ratio(InterleaveResult(estimate=None), "tpot_mean_ms")["verdict"] == "not_significant"
 
 
+def _fake_arms(tokens_per_s: tuple[float, float], itl_ms: tuple[float, float]) -> Arms:
+    """Six pairs, both arms moving with the host; (reference, trial) rates and ITLs, 1000 tokens per repetition."""
+    measured = Arms()
+    for w in [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]:
+        for arm, i in ((measured.reference, 0), (measured.trial, 1)):
+            arm.append({"output_tokens_per_s": tokens_per_s[i] * w, "wall_s": 1000 / (tokens_per_s[i] * w),
+                        "itl_p99_ms": itl_ms[i] * w})  # fmt: skip
+    return measured
+
+
+def test_a_trial_record_is_made_in_one_call_from_its_configuration_and_arms(tmp_path: Path) -> None:
+    """No engine and no study: the pure function gives the whole record, each ratio naming its quantity."""
+    constraints = [{"metric": "itl_p99_ms", "max": 50}]
+    search = experiment(tmp_path, objectives=[{"metric": "output_tokens_per_s"}], constraints=constraints).search
+    assert search is not None
+    config = StartConfig(strategies={"gc_threshold": {"gen0_per_seq": 8}})
+    anchor = {"output_tokens_per_s": 100.0, "itl_p99_ms": 40.0}
+    measured = Measured(_fake_arms((100, 102), (40, 30)))
+    attrs, values = trial_record(config, measured, search, is_baseline=False, aa=False, baseline_metrics=anchor)
+    assert attrs["strategies"] == config.strategies and attrs["engine"] == {} and attrs["aa"] is False
+    assert values == [pytest.approx(102)] and attrs["anchored"]["itl_p99_ms"] == pytest.approx(30)
+    ratio = attrs["ratios"]["output_tokens_per_s"]
+    assert ratio["ratio"] == pytest.approx(1.02) and ratio["verdict"] == "better"
+    assert ratio["quantity"] == quantity("output_tokens_per_s", "runs")
+    assert attrs["feasible"] and attrs["feasible_ci"] and attrs["verdict"] == "better"
+    assert len(attrs["arms"]["trial"]) == 6 and "restart_pairs" not in attrs and "step_interleave" not in attrs
+    measured = Measured(_fake_arms((100, 100), (40, 40)))
+    baseline, _ = trial_record(StartConfig(), measured, search, is_baseline=True, aa=False, baseline_metrics=None)
+    assert baseline["ratios"] == {} and baseline["verdict"] is None
+    assert baseline["metrics"]["output_tokens_per_s"] == pytest.approx(100)
+
+
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # trials asked by hand, not through optimize()
 def test_objectives_are_anchored_to_the_baseline_so_drift_between_trials_cancels(tmp_path: Path) -> None:
     exp = experiment(
@@ -257,34 +292,30 @@ def test_objectives_are_anchored_to_the_baseline_so_drift_between_trials_cancels
         objectives=[{"metric": "output_tokens_per_s"}],
         constraints=[{"metric": "itl_p99_ms", "max": 50}],
     )
+    assert exp.search is not None
     study = open_study(exp, f"sqlite:///{tmp_path / 'anchor.db'}", resume=False, study_name="anchor")
-    sweep = Sweep(exp, study)
-    wobble = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]
 
-    def arms(tokens_per_s: tuple[float, float], itl_ms: tuple[float, float]) -> Arms:
-        measured = Arms()
-        for w in wobble:  # (reference, trial) per pair, both arms moving with the host
-            for arm, i in ((measured.reference, 0), (measured.trial, 1)):  # 1000 tokens per repetition
-                arm.append({"output_tokens_per_s": tokens_per_s[i] * w, "wall_s": 1000 / (tokens_per_s[i] * w),
-                            "itl_p99_ms": itl_ms[i] * w})  # fmt: skip
-        return measured
+    def told(trial: optuna.Trial, arms: Arms, baseline: dict[str, float] | None) -> list[float]:
+        attrs, values = trial_record(StartConfig(), Measured(arms), exp.search, is_baseline=baseline is None,  # type: ignore[arg-type]
+                                     aa=False, baseline_metrics=baseline)  # fmt: skip
+        record(trial, attrs)
+        study.tell(trial, values)
+        return values
 
     base = study.ask()
     record(base, {"baseline": True})
-    study.tell(base, sweep._record(base, arms((100, 100), (40, 40)), is_baseline=True))
+    told(base, _fake_arms((100, 100), (40, 40)), None)
     # The host runs twice as fast during the next trial; against its own reference arm the trial is 2% faster
     # and its ITL 50% longer. Optuna must see 102 tok/s and an ITL of 60 ms (infeasible), not 204 and 30 ms.
-    trial = study.ask()
-    values = sweep._record(trial, arms((200, 204), (20, 30)), is_baseline=False)
-    study.tell(trial, values)
+    values = told(study.ask(), _fake_arms((200, 204), (20, 30)), study.trials[0].user_attrs["metrics"])
     assert values == [pytest.approx(102)]
-    row = summarize_study(study, exp, sweep)["trials"][1]
+    row = summarize_study(study, exp, None)["trials"][1]
     assert row["metrics"]["output_tokens_per_s"] == pytest.approx(204)  # the absolute median is kept too
     assert row["anchored"]["itl_p99_ms"] == pytest.approx(60) and row["feasible"] is False
 
     # The terminal table shows Optuna's anchored value, not the drifted median.
     console = Console(record=True, width=200)
-    console.print(render(trials_table(summarize_study(study, exp, sweep))))
+    console.print(render(trials_table(summarize_study(study, exp, None))))
     row_text = next(line for line in console.export_text().splitlines() if line.startswith("│ 1 "))
     assert "102.00" in row_text and "204" not in row_text
 

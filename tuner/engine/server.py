@@ -29,7 +29,8 @@ from typing import Any
 import httpx
 
 from tuner.config import Sampling, Serve
-from tuner.engine.session import EngineError, EngineSession, Progress, drive_requests
+from tuner.engine.requests import Progress, drive_requests
+from tuner.engine.session import EngineError, EngineSession
 from tuner.metrics.timings import RequestTiming
 from tuner.plugin.protocol import ENV_VAR, ControlEndpointSpec, ControlRequest, ProcessReport, decode_spec, encode_spec
 from tuner.traffic.requests import RequestSpec

@@ -18,13 +18,14 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psutil
 
 from tuner import interrupts
 from tuner.config import Sampling
+from tuner.engine.processes import StartWatch, alive, children_since, fail_utility_calls
+from tuner.engine.requests import Progress, drive_requests, record_output, sampling_params
 from tuner.errors import EngineError
 from tuner.metrics.timings import RequestTiming
 from tuner.plugin.protocol import (
@@ -39,148 +40,6 @@ from tuner.plugin.protocol import (
 from tuner.traffic.requests import RequestSpec
 from tuner.vllm.arguments import condense
 from tuner.vllm.imports import env_overlay, import_vllm, set_quiet_env
-
-Progress = Callable[[int], None]  # called with the number of requests finished so far
-
-
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _children_since(wall: float) -> list[psutil.Process]:
-    """This process's descendants started at or after ``wall``: the engine's EngineCore and workers.
-
-    multiprocessing's shared resource tracker is left out: it serves the whole Python process, not the engine.
-    """
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if child.create_time() >= wall - 1.0 and not any("resource_tracker" in a for a in child.cmdline()):
-                found.append(child)
-    return found
-
-
-ENGINE_PROCESS_MARKS = ("spawn_main", "EngineCore", "VLLM", "Worker")
-"""How an engine process shows in its name or command line (spawned, or renamed by vLLM after a fork)."""
-
-
-def _is_engine_process(process: psutil.Process) -> bool:
-    try:
-        text = " ".join([process.name(), *process.cmdline()])
-    except psutil.Error:
-        return False
-    return any(mark in text for mark in ENGINE_PROCESS_MARKS)
-
-
-class _StartWatch:
-    """While an engine starts, an engine process that dies aborts the start in the main thread.
-
-    vLLM's client would wait for it up to ``VLLM_ENGINE_READY_TIMEOUT_S`` (600 s) in one poll; the watch after
-    start-up (:meth:`EngineSession._watch`) covers the rest of the engine's life.
-    """
-
-    def __init__(self, wall: float, poll_s: float = 0.5) -> None:
-        self._wall = wall
-        self._poll_s = poll_s
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tuner-start-watch", daemon=True)
-
-    def __enter__(self) -> _StartWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        seen: dict[int, psutil.Process] = {}
-        while not self._done.wait(self._poll_s):
-            for child in _children_since(self._wall):
-                if child.pid not in seen and _is_engine_process(child):
-                    seen[child.pid] = child
-            dead = next((p for p in seen.values() if not _alive(p)), None)
-            if dead is not None and not self._done.is_set():
-                message = f"an engine process (pid {dead.pid}) died while the engine was starting: see vLLM's log above"
-                interrupts.interrupt_main(EngineError(message))
-                return
-
-
-def _fail_utility_calls(core: Any, error: EngineError) -> None:
-    """Fail the futures of utility calls in flight to a dead engine (vLLM leaves them pending)."""
-    for future in list(getattr(core, "utility_results", {}).values()):
-        with contextlib.suppress(Exception):  # already resolved
-            if not future.done():
-                future.set_exception(error)
-
-
-StreamOne = Callable[[str, RequestSpec, RequestTiming], Awaitable[None]]
-
-
-async def drive_requests(
-    ids: list[str],
-    requests: list[RequestSpec],
-    offsets: list[float],
-    stream_one: StreamOne,
-    concurrency: int | None,
-    progress: Progress | None,
-) -> tuple[list[RequestTiming], float]:
-    """Send each request at its offset (at most ``concurrency`` in flight) through ``stream_one``.
-
-    ``stream_one`` streams one request and records its chunks into the timing; ``sent`` is set here, when the
-    request leaves the queue, so queueing behind the concurrency cap counts towards its latency as in
-    ``vllm bench serve``.
-    """
-    limit = asyncio.Semaphore(concurrency or len(requests))
-    timings = [RequestTiming(len(spec.prompt_token_ids), 0.0) for spec in requests]
-    finished = 0
-    start = time.perf_counter()
-
-    async def one(rid: str, spec: RequestSpec, offset: float, timing: RequestTiming) -> None:
-        nonlocal finished
-        timing.scheduled = start + offset
-        await asyncio.sleep(max(0.0, timing.scheduled - time.perf_counter()))
-        async with limit:
-            timing.sent = time.perf_counter()
-            await stream_one(rid, spec, timing)
-        finished += 1
-        if progress is not None:
-            progress(finished)
-
-    await asyncio.gather(*(one(*item) for item in zip(ids, requests, offsets, timings, strict=True)))
-    return timings, time.perf_counter() - start
-
-
-def sampling_params(sampling: Sampling, max_tokens: int) -> Any:
-    from vllm import SamplingParams
-    from vllm.sampling_params import RequestOutputKind
-
-    return SamplingParams(
-        max_tokens=max_tokens,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        top_k=sampling.top_k if sampling.top_k > 0 else -1,
-        ignore_eos=sampling.ignore_eos,
-        seed=sampling.seed,
-        detokenize=False,
-        output_kind=RequestOutputKind.DELTA,
-    )
-
-
-def _record(timing: RequestTiming, output: Any, now: float) -> None:
-    new = output.outputs[0].token_ids
-    if new:
-        timing.chunk_times.append(now)
-        timing.chunk_tokens.append(len(new))
-        timing.token_ids.extend(new)
-    if output.finished:
-        timing.finished = now
-    cached = getattr(output, "num_cached_tokens", None)
-    if isinstance(cached, int):
-        timing.cached_tokens = cached
 
 
 class EngineSession(ABC):
@@ -210,7 +69,7 @@ class EngineSession(ABC):
         except BaseException:
             self._env.close()
             raise
-        self.processes = _children_since(wall)
+        self.processes = children_since(wall)
         self.start_s = time.perf_counter() - started
         self.stop_s: float | None = None
         self.died = threading.Event()
@@ -220,26 +79,26 @@ class EngineSession(ABC):
     def _start_watched(self, wall: float) -> None:
         """Start the engine under the start watch; on any failure, kill what it spawned (since ``wall``)."""
         try:
-            with _StartWatch(wall):
+            with StartWatch(wall):
                 self._start()
         except EngineError:
-            self.processes = _children_since(wall)
+            self.processes = children_since(wall)
             self.kill()
             raise
         except Exception as exc:  # what was spawned must not outlive a failed start
-            self.processes = _children_since(wall)
+            self.processes = children_since(wall)
             self.kill()
             raise EngineError(f"the vLLM engine failed to start: {condense(exc)}") from exc
         except BaseException:  # Ctrl-C, SIGTERM
             interrupts.acknowledge()  # the start is being abandoned: let the clean-up run
-            self.processes = _children_since(wall)
+            self.processes = children_since(wall)
             self.kill()
             raise
 
     def _watch(self, poll_s: float = 0.5) -> None:
         """If an engine process dies, fail whatever waits on it (vLLM's client would wait forever)."""
         while not self._closing.wait(poll_s):
-            if any(not _alive(p) for p in self.processes):
+            if any(not alive(p) for p in self.processes):
                 self.died.set()
                 self._wake_waiters(EngineError("an engine process died (killed, or crashed: see vLLM's log above)"))
                 return
@@ -354,7 +213,7 @@ class OfflineSession(EngineSession):
             outputs = self.engine.step()
             now = time.perf_counter()
             for output in outputs:
-                _record(timings[output.request_id], output, now)
+                record_output(timings[output.request_id], output, now)
                 finished += bool(output.finished)
             if progress is not None and outputs:
                 progress(finished)
@@ -367,7 +226,7 @@ class OfflineSession(EngineSession):
     def _wake_waiters(self, error: EngineError) -> None:
         # The sync client blocks in get_output() on a queue and in call_utility() on futures.
         core = getattr(getattr(self, "engine", None), "engine_core", None)
-        _fail_utility_calls(core, error)
+        fail_utility_calls(core, error)
         queue = getattr(core, "outputs_queue", None)
         if queue is not None:
             queue.put_nowait(error)
@@ -425,7 +284,7 @@ class StreamingSession(EngineSession):
         async def stream(rid: str, spec: RequestSpec, timing: RequestTiming) -> None:
             prompt = {"prompt_token_ids": spec.prompt_token_ids}
             async for output in self.engine.generate(prompt, sampling_params(sampling, spec.max_tokens), rid):
-                _record(timing, output, time.perf_counter())
+                record_output(timing, output, time.perf_counter())
 
         return await drive_requests(self._next_ids(len(requests)), requests, offsets, stream, concurrency, progress)
 
@@ -446,7 +305,7 @@ class StreamingSession(EngineSession):
         # AsyncLLM fails its request streams itself once vLLM notices; utility calls it leaves pending.
         core = getattr(getattr(self, "engine", None), "engine_core", None)
         with contextlib.suppress(RuntimeError):  # the loop is already closed
-            self._loop.get_loop().call_soon_threadsafe(_fail_utility_calls, core, error)
+            self._loop.get_loop().call_soon_threadsafe(fail_utility_calls, core, error)
 
     async def _shutdown(self, engine: Any) -> None:
         engine.shutdown()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -297,15 +297,22 @@ def _estimate(blocks: list[BlockRecord], block_steps: int, margin: float | None)
     )
 
 
-def step_ratio(result: InterleaveResult, metric: str) -> dict[str, Any]:
+def step_estimate(result: InterleaveResult, metric: str) -> RatioEstimate | None:
     """A step-time ratio expressed for ``metric``: throughput scales as 1/step time, mean per-token latency as step
-    time. Only those (:data:`STEP_LEVEL_METRICS`) are measured by steps; other metrics are refused."""
+    time (None when the steps gave no estimate). Only those (:data:`STEP_LEVEL_METRICS`) are measured by steps;
+    other metrics are refused."""
     if metric not in STEP_LEVEL_METRICS:
         raise ValueError(f"{metric} is not measured at step level")
-    if result.estimate is None:
-        return {"ratio": None, "ci_low": None, "ci_high": None, "verdict": "not_significant", "source": "steps"}
     est = result.estimate
-    data = est.to_dict()
-    if metric in HIGHER_IS_BETTER:  # the verdict already reads "better" for faster steps
-        data.update(ratio=1 / est.ratio, ci_low=1 / est.ci_high, ci_high=1 / est.ci_low, higher_is_better=True)
-    return {**data, "source": "steps"}
+    if est is None or metric not in HIGHER_IS_BETTER:
+        return est
+    # the verdict already reads "better" for faster steps
+    return replace(est, ratio=1 / est.ratio, ci_low=1 / est.ci_high, ci_high=1 / est.ci_low, higher_is_better=True)
+
+
+def step_ratio(result: InterleaveResult, metric: str) -> dict[str, Any]:
+    """:func:`step_estimate` as a trial's stored ratio, marked as measured by steps."""
+    est = step_estimate(result, metric)
+    if est is None:
+        return {"ratio": None, "ci_low": None, "ci_high": None, "verdict": "not_significant", "source": "steps"}
+    return {**est.to_dict(), "source": "steps"}

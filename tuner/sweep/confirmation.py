@@ -2,7 +2,7 @@
 
 Screening (the Optuna search) only nominates candidates: the best of many noisy estimates is a chance winner
 more often than not, and its gain is inflated. Here up to ``search.confirm.max_candidates`` feasible trials
-(ranked by their screening lower bound, :func:`tuner.sweep.decisions.select_candidates`) are measured again in a
+(ranked by their screening lower bound, :func:`tuner.sweep.screening.select_candidates`) are measured again in a
 phase of their own, each on its own plan (:mod:`tuner.sweep.plans`: the method, grain, per-pair SD and pair rate
 of its screening, its own ``budget_s``), with O'Brien-Fleming looks and Holm across candidates
 (:func:`tuner.sweep.decisions.confirm`). The estimand is a ratio of sums: tokens over wall time per repetition at
@@ -27,9 +27,10 @@ from tuner.measure.pairs import Pair, pairs_estimate
 from tuner.metrics.table import STEP_LEVEL_METRICS, quantity
 from tuner.records.loader import TrialState
 from tuner.stats import MIN_SIGN_FLIP_PAIRS, RatioEstimate
-from tuner.sweep.decisions import Decision, ScreeningResult, confirm, select_candidates
+from tuner.sweep.decisions import Decision, confirm
 from tuner.sweep.plans import Candidate, CandidatePlan, ConfirmationPlan, Design, finite_or_none, plan_confirmation
 from tuner.sweep.power import confirmation_lines
+from tuner.sweep.screening import ScreeningResult, select_candidates
 
 FreshPairs = Callable[[Candidate, int, int, float], list[Pair]]
 """``(candidate, pairs measured so far, pairs wanted, seconds left)`` -> that many fresh pairs (fewer when the

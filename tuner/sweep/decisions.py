@@ -1,10 +1,9 @@
-"""The sweep's decisions as pure functions on plain data: which screened trials become candidates, and which
-candidate the confirmation confirms.
+"""The confirmation's decision as a pure function on plain data: which candidate, if any, is confirmed.
 
 A sweep has two phases. **Screening** is the search: every trial is paired against the baseline on a small
 budget, and Optuna uses those estimates to explore. Picking the best of k noisy estimates finds chance winners
 (30-35% of sweeps at k=20 when nothing helps) and inflates their gain, so screening never names the winner: it
-only nominates up to ``m`` candidates (:func:`select_candidates`). **Confirmation** re-tests them against the
+only nominates up to ``m`` candidates (:mod:`tuner.sweep.screening`). **Confirmation** re-tests them against the
 baseline with fresh pairs, each on its own plan (:mod:`tuner.sweep.plans`); a one-sided O'Brien-Fleming
 group-sequential test per candidate with Holm across candidates keeps the chance of deploying a configuration
 that is not better at most ``alpha`` for the whole sweep, and the reported effect is the confirmation estimate,
@@ -21,104 +20,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from scipy import stats as _st
 
 from tuner.stats import UNBOUNDED_LOG, RatioEstimate, holm, sequential_p_value
+from tuner.sweep.checks import Check
 from tuner.sweep.plans import ConfirmationPlan
+from tuner.sweep.screening import ScreeningResult, gain_bounds
 
-__all__ = [
-    "Check",
-    "Decision",
-    "Row",
-    "ScreeningResult",
-    "confirm",
-    "gain_bounds",
-    "non_inferiority",
-    "select_candidates",
-    "sign_flip_z",
-    "slo",
-]
-
-
-@dataclass(frozen=True)
-class ScreeningResult:
-    """One screened trial: feasible under the constraints, and its first-objective estimate vs the baseline
-    (None when it was not measured, e.g. a failed trial)."""
-
-    trial: int
-    feasible: bool
-    estimate: RatioEstimate | None
-
-
-def gain_bounds(estimate: RatioEstimate) -> tuple[float, float, float]:
-    """(lower CI bound, point, upper CI bound) as a gain ratio, > 1 better, whatever the metric's direction."""
-    if estimate.higher_is_better:
-        return estimate.ci_low, estimate.ratio, estimate.ci_high
-    return 1 / estimate.ci_high, 1 / estimate.ratio, 1 / estimate.ci_low
-
-
-def select_candidates(screening: Sequence[ScreeningResult], m: int = 3) -> list[ScreeningResult]:
-    """Up to ``m`` feasible trials with the highest screening *lower* confidence bound of the gain.
-
-    Ranking by the lower bound rather than the point estimate favours trials measured precisely over lucky
-    noisy ones (the winner's curse grows with the noise); a trial whose CI lies wholly on the wrong side of 1
-    is not a candidate.
-    """
-    ranked = [(gain_bounds(r.estimate), r) for r in screening if r.feasible and r.estimate is not None]
-    eligible = [(bounds, r) for bounds, r in ranked if bounds[2] >= 1]
-    eligible.sort(key=lambda item: item[0][:2], reverse=True)
-    return [r for _, r in eligible[:m]]
-
-
-# ------------------------------------------------------------------------------------- checks
-
-
-@dataclass(frozen=True)
-class Check:
-    """A secondary objective or SLO judged on the confirmation CI, and which bound decided it.
-
-    Conservative on purpose: it passes only when the whole CI is on the acceptable side of the limit, so
-    "passed" means shown, not merely not refuted.
-    """
-
-    metric: str
-    kind: Literal["non_inferiority", "slo"]
-    side: Literal["upper", "lower"]
-    bound: float
-    limit: float
-    passed: bool
-
-    def describe(self) -> str:
-        op = "<=" if self.side == "upper" else ">="
-        what = "ratio to baseline" if self.kind == "non_inferiority" else "value"
-        outcome = "ok" if self.passed else "FAILS"
-        return f"{self.metric}: {self.side} CI bound of the {what} {self.bound:.4g} {op} {self.limit:.4g}: {outcome}"
-
-
-def non_inferiority(metric: str, estimate: RatioEstimate, margin: float = 0.05) -> Check:
-    """The candidate is no more than ``margin`` worse than the baseline on ``metric`` (e.g. p99 ITL within +5%):
-    the CI's worse-side bound must stay within the margin."""
-    if estimate.higher_is_better:
-        return Check(metric, "non_inferiority", "lower", estimate.ci_low, 1 - margin, estimate.ci_low >= 1 - margin)
-    return Check(metric, "non_inferiority", "upper", estimate.ci_high, 1 + margin, estimate.ci_high <= 1 + margin)
-
-
-def slo(
-    metric: str, estimate: RatioEstimate, anchor: float, *, max: float | None = None, min: float | None = None
-) -> Check:
-    """An absolute SLO (``max`` or ``min``) on ``anchor`` (the baseline's value) times the ratio's CI."""
-    if max is not None and min is None:
-        bound = anchor * estimate.ci_high
-        return Check(metric, "slo", "upper", bound, max, bound <= max)
-    if min is not None and max is None:
-        bound = anchor * estimate.ci_low
-        return Check(metric, "slo", "lower", bound, min, bound >= min)
-    raise ValueError("give exactly one of max or min")
-
-
-# ------------------------------------------------------------------------------------- confirmation
+__all__ = ["Decision", "Row", "bounded_gain", "confirm", "sign_flip_z"]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,206 @@
+"""How a sweep measures a configuration against the baseline: by restart pairs, run-level pairs on the running
+engine, or step-level blocks inside it (after each arm's gen0 cycle for GC pacing); and the fresh pairs of a
+confirmation look. Returns the arms; what they mean for the trial is :mod:`tuner.sweep.trial_record`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tuner.config import Experiment
+from tuner.config.search import Pairs, Search
+from tuner.config.start import StartConfig
+from tuner.errors import UserError
+from tuner.feedback import Feedback, Task
+from tuner.measure.gc_pacing import measure_gc_cycles
+from tuner.measure.grain import Grain, grain_for, paces_gc
+from tuner.measure.interleave import interleaved_comparison, step_pairs
+from tuner.measure.pairing import Arms, Restarts, left_out_of_steps, paired_runs, step_interleavable
+from tuner.measure.pairs import Pair, run_pair
+from tuner.measure.workbench import Workbench
+from tuner.plugin.protocol import StrategySet
+from tuner.records.calibration import Calibration
+from tuner.sweep.engines import Engines
+from tuner.sweep.plans import Candidate
+
+GC_PILOT_SHARE = 0.15
+"""A GC-pacing trial measures each arm's gen0 cycle alone for this share of its step budget (each)."""
+OnPair = Callable[[int, Any], bool]
+"""Called after each pair with the pairs done and the estimate so far; True stops the pairing."""
+
+
+@dataclass
+class Measured:
+    """A trial's arms, and for a GC-pacing trial each arm's gen0 cycle measured alone and the grain it gave."""
+
+    arms: Arms
+    gc_pacing: dict[str, Any] | None = None
+
+
+class Measurer:
+    """Measures configurations of one search against its baseline on the sweep's engines."""
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        search: Search,
+        engines: Engines,
+        calibration: Calibration | None,
+        feedback: Feedback,
+        *,
+        aa: bool,
+    ) -> None:
+        self.experiment, self.search, self.engines = experiment, search, engines
+        self.calibration, self.feedback, self.aa = calibration, feedback, aa
+        self.switch_s: list[float] = []
+
+    def needs_restarts(self, config: StartConfig) -> bool:
+        """Whether ``config`` is compared by restart pairs: it starts another engine than the baseline's (engine
+        args or vLLM environment variables), or holds a strategy that cannot be undone in place."""
+        from strategies import strategy_classes
+
+        engine, env = self.experiment.engine, self.experiment.env
+        moved = any(engine.get(k) != v for k, v in config.engine.items()) or any(
+            env.get(k) != v for k, v in config.env.items()
+        )
+        return moved or any(not strategy_classes()[name].switchable for name in config.strategies)
+
+    def method_of(self, config: StartConfig) -> str:
+        """How a trial of ``config`` is measured: "restarts", "steps" (where every strategy switches per step and
+        the search allows it) or "runs"."""
+        if self.needs_restarts(config):
+            return "restarts"
+        return "steps" if self.search.method != "runs" and step_interleavable(config.strategies) else "runs"
+
+    def grain(self, strategies: StrategySet) -> Grain:
+        """The block length and settle of a step-level comparison of ``strategies`` (:mod:`tuner.measure.grain`)."""
+        return grain_for(strategies, self.calibration, self.search.block_steps)
+
+    def restart_pairs(
+        self, config: StartConfig, pairs: Pairs, *, seed: int, first_pair: int = 0, on_pair: OnPair | None = None
+    ) -> Arms:
+        """``config`` against the baseline by restart pairs: every arm of every pair on an engine started for it."""
+        arms = paired_runs(
+            None,
+            config.strategies,
+            pairs,
+            self.search.objectives[0],
+            self.search.confirm.min_effect,
+            seed=seed,
+            first_pair=first_pair,
+            on_pair=on_pair,
+            restarts=Restarts(lambda s: self.engines.get(s, fresh=True), self.engines.close_timed, config),
+        )
+        self.switch_s += arms.switch_s
+        return arms
+
+    def on_engine(
+        self,
+        bench: Workbench,
+        strategies: StrategySet,
+        *,
+        seed: int,
+        is_baseline: bool,
+        on_pair: OnPair,
+        progress: Task,
+        label: str,
+    ) -> Measured:
+        """``strategies`` against the reference on the running engine: run-level pairs, and a step-level comparison
+        where every strategy switches per step (its grain measured first for GC pacing, which may send it to run
+        level). The baseline trial only needs its own repetitions: the minimum number of pairs. ``label`` names the
+        trial in notes and on ``progress``."""
+        steps = not is_baseline and self._use_steps(strategies)
+        grain, gc_pacing, piloted_s = self._step_grain(bench, strategies, seed, label) if steps else (None, None, 0.0)
+        steps = grain is not None and not grain.run_level
+        # Step trials take absolute metrics for objectives and SLOs from the minimum pairs, the verdict from steps.
+        least = Pairs(min=self.search.pairs.min, max=self.search.pairs.min)
+        pairs = least if is_baseline or steps else self.search.pairs
+        # An A/A sweep checks every method the real sweep would use: run-level pairs, and steps when the space holds
+        # strategies that are compared step by step here.
+        if self.aa and not is_baseline and self._space_uses_steps():
+            grain = self.grain(strategies)
+        min_effect = self.search.confirm.min_effect
+        arms = paired_runs(bench, strategies, pairs, self.search.objectives[0], min_effect, seed=seed, on_pair=on_pair)
+        self.switch_s += arms.switch_s
+        if grain is not None and not grain.run_level:
+            progress.update(description=f"{label}: step interleaving")
+            arms.step_result = interleaved_comparison(
+                bench,
+                {},
+                strategies,
+                block_steps=grain.block_steps,
+                settle=grain.settle,
+                min_effect=min_effect,
+                budget_s=max(self.search.step_budget_s - piloted_s, 0.0),
+                seed=seed,
+            )
+            arms.step_result.grain = grain.why
+            arms.step_result.left_out = left_out_of_steps(strategies)
+        return Measured(arms, gc_pacing)
+
+    def _step_grain(
+        self, bench: Workbench, strategies: StrategySet, seed: int, label: str
+    ) -> tuple[Grain, dict[str, Any] | None, float]:
+        """The grain of ``strategies``' step comparison, its GC-pacing record and the step-budget seconds spent
+        choosing it: for GC pacing, each arm's gen0 cycle measured alone first (:data:`GC_PILOT_SHARE` of the step
+        budget each), and run level where blocks of several such cycles do not fit the rest of the budget."""
+        if not paces_gc(strategies):
+            return self.grain(strategies), None, 0.0
+        pilot_s = GC_PILOT_SHARE * self.search.step_budget_s
+        cycles, alone_rates = measure_gc_cycles(bench, {}, strategies, pilot_s, seed)
+        left = self.search.step_budget_s - 2 * pilot_s
+        grain = grain_for(strategies, self.calibration, self.search.block_steps, cycles=cycles, budget_s=left)
+        self.feedback.note(f"{label}: {grain.why}")
+        pacing = {
+            "cycles": asdict(cycles),
+            "alone_gen0_per_1000_steps": alone_rates,
+            "grain": grain.why,
+            "run_level": grain.run_level,
+        }
+        return grain, pacing, 2 * pilot_s
+
+    def _use_steps(self, strategies: StrategySet) -> bool:
+        if self.search.method == "runs":
+            return False
+        possible = step_interleavable(strategies)
+        if self.search.method == "steps" and not possible:
+            raise UserError.single(
+                self.experiment.name,
+                f"{sorted(strategies)} cannot be compared per step (a strategy is not step-switchable: "
+                "`tuner strategies list` says why): use method runs or auto",
+                "search.method",
+            )
+        return possible
+
+    def _space_uses_steps(self) -> bool:
+        return self.search.method != "runs" and any(step_interleavable({name: {}}) for name in self.engines.installable)
+
+    def fresh_pairs(self, candidate: Candidate, done: int, wanted: int, left_s: float) -> list[Pair]:
+        """``wanted`` fresh pairs of ``candidate`` against the baseline (a confirmation look): on the baseline
+        engine, or by restart pairs; runs continue their mirrored order after the ``done`` pairs already measured."""
+        metric = self.search.objectives[0].metric
+        seed = self.search.seed + 7919 * (candidate.trial + 1)  # fresh pairs: not the screening's order
+        size = max(wanted, 2)
+        if candidate.method == "restarts":
+            config = StartConfig(engine=candidate.engine, env=candidate.env, strategies=candidate.strategies)
+            arms = self.restart_pairs(config, Pairs(min=size, max=size), seed=seed, first_pair=done)
+            return [run_pair(metric, t, r) for t, r in zip(arms.trial, arms.reference, strict=True)]
+        bench = self.engines.get()
+        if candidate.method == "steps":  # at its screening's grain (a GC-pacing grain was measured then)
+            return step_pairs(
+                bench,
+                {},
+                candidate.strategies,
+                wanted=wanted,
+                budget_s=left_s,
+                block_steps=candidate.block_steps or self.grain(candidate.strategies).block_steps,
+                settle=candidate.settle,
+                seed=seed + done,
+            )
+        arms = paired_runs(
+            bench, candidate.strategies, Pairs(min=size, max=size), self.search.objectives[0], None, seed=seed,
+            first_pair=done,
+        )  # fmt: skip
+        self.switch_s += arms.switch_s
+        return [run_pair(metric, t, r) for t, r in zip(arms.trial, arms.reference, strict=True)]
