@@ -1,10 +1,11 @@
 """The sweep's engines: the running one is reused while its start configuration stays the same, another is
-started when it changes; a configuration that failed to start is not started again, and every start and stop is
-timed (restart pairs time each arm's)."""
+started when it changes; a configuration that failed to start is not started again, every start and stop is
+timed (restart pairs time each arm's), and a trial that runs past its time limit has its engine killed."""
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -79,3 +80,31 @@ class Engines:
         if session is None or session.stop_s is None:  # a NaN here would only fail the stop-time estimate later
             raise EngineError("restart pairs asked to stop an engine that was not running")
         return session.stop_s
+
+
+class Watchdog:
+    """Calls ``kill`` once ``limit_s`` have passed since :meth:`arm` (never without a limit).
+
+    The clock starts when :meth:`arm` is called, once the trial's engine is up: starting an engine is not the
+    configuration's time (and a new engine is only needed when engine args change).
+    """
+
+    def __init__(self, kill: Callable[[], None], limit_s: float | None) -> None:
+        self.limit_s = limit_s or 0.0
+        self.fired = False
+        self._kill = kill
+        self._timer = threading.Timer(self.limit_s, self._fire) if limit_s else None
+        if self._timer is not None:
+            self._timer.daemon = True
+
+    def arm(self) -> None:
+        if self._timer is not None:
+            self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        self._kill()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()

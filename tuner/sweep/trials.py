@@ -27,13 +27,12 @@ from tuner.feedback import SILENT, Feedback, Task, task
 from tuner.measure.workbench import Workbench
 from tuner.records.calibration import calibration_path, load_calibration
 from tuner.sweep import study_attrs
-from tuner.sweep.engines import Engines
+from tuner.sweep.engines import Engines, Watchdog
 from tuner.sweep.measuring import Measured, Measurer
 from tuner.sweep.noise import power_before_screening
 from tuner.sweep.study import planned_configs, require_search, trial_config
 from tuner.sweep.trial_attrs import INTERRUPTED_FAILURE, read, record
 from tuner.sweep.trial_record import configuration, trial_record
-from tuner.sweep.watchdog import Watchdog
 
 TrialCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 
