@@ -24,7 +24,7 @@ from tuner.measure.interleave import (
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import STEP_TAG_ATTRIBUTE, Arm, BlockRecord, StepTag, StrategySet, interleave_start
 from tuner.plugin.step_interleaver import StepArms, StepInterleaver
-from tuner.stats import paired_ratio_of_sums
+from tuner.stats import least_pairs, paired_ratio_of_sums
 
 
 def block(
@@ -260,7 +260,7 @@ def assert_covers(pairs: list[tuple[float, float, float, float]], known: float, 
     columns = [[p[i] for p in pairs] for i in range(4)]
     strict = paired_ratio_of_sums(*columns, higher_is_better=higher_is_better, confidence=STRICT)
     print(f"  {STRICT:.1%} CI [{strict.ci_low:.4f}, {strict.ci_high:.4f}] over {strict.n} pairs")
-    assert strict.n >= 11, strict  # fewer pairs cannot reach p < 0.001: the strict CI would be unbounded
+    assert strict.n >= least_pairs(0.001), strict  # fewer pairs cannot reach p < 0.001: the CI would be unbounded
     highest = 1 + (1 + CONTENTION) * (known - 1)
     assert strict.ci_low <= highest and known <= strict.ci_high, (known, highest, strict)
 

@@ -20,6 +20,7 @@ from tuner.stats import (
     detection_power,
     false_positive_rate,
     holm,
+    least_pairs,
     mde,
     mirrored_order,
     obf_boundaries,
@@ -693,3 +694,17 @@ def test_mirrored_order() -> None:
         assert abs(follows_trial[0] - follows_trial[1]) <= 1
     assert mirrored_order(10, seed=3) == mirrored_order(25, seed=3)[:10]
     assert mirrored_order(0, seed=1) == []
+
+
+@pytest.mark.parametrize("level", [0.05, 0.001])
+def test_least_pairs_is_where_the_sign_flip_test_first_reaches_its_level(level: float) -> None:
+    """With every pair the same way the exact two-sided p is 2^(1-n): ``least_pairs`` pairs reach ``level``, one
+    fewer cannot, and the CI at 1 - level is then bounded only from that many pairs on."""
+    n = least_pairs(level)
+
+    def p_value(pairs: int) -> float:
+        faster = [1.0 + 0.01 * i for i in range(pairs)]  # every pair: the trial makes 2% more tokens in the time
+        return paired_ratio_of_sums([f * 1.02 for f in faster], faster, faster, faster).p_value
+
+    assert p_value(n) <= level < p_value(n - 1)
+    assert (n, least_pairs(level, sided=1)) in {(6, 5), (11, 10)}

@@ -32,7 +32,14 @@ from tuner.measure.pairs import pairs_estimate
 from tuner.stats import RatioEstimate, boundary_crossing, obf_constant, paired_ratio, pairs_needed
 from tuner.sweep.checks import non_inferiority, slo
 from tuner.sweep.decisions import bounded_gain, confirm, sign_flip_z
-from tuner.sweep.plans import CONFIRMATION_PACE, Candidate, ConfirmationPlan, Design, least_pairs, plan_confirmation
+from tuner.sweep.plans import (
+    CONFIRMATION_PACE,
+    Candidate,
+    ConfirmationPlan,
+    Design,
+    confirmable_pairs,
+    plan_confirmation,
+)
 from tuner.sweep.power import Ranking, confirmation_lines, selection_chance
 from tuner.sweep.screening import ScreeningResult, gain_bounds, select_candidates
 
@@ -211,7 +218,7 @@ def test_each_candidate_spends_its_own_budget_at_its_own_pace() -> None:
 def test_measurability_is_the_exact_tests_smallest_p() -> None:
     """The exact one-sided sign-flip test's smallest p is 2^-n: a plan is measured only when that can reach the
     last look's level (one look at 2.5%: 6 pairs; Holm's first step over 3 with 4 looks: 8)."""
-    assert least_pairs(0.025, 1) == 6 and least_pairs(0.025 / 3, 4) == 8
+    assert confirmable_pairs(0.025, 1) == 6 and confirmable_pairs(0.025 / 3, 4) == 8
     plan = plan_confirmation(_nominate((1, 0.1, 1.0, 50)), budget_s=6 / CONFIRMATION_PACE, design=Design(looks=1))
     assert plan.plans[0].pairs == 6 and plan.candidates == (1,)
     fewer = plan_confirmation(_nominate((1, 0.1, 1.0, 50)), budget_s=5 / CONFIRMATION_PACE, design=Design(looks=1))

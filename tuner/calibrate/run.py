@@ -43,7 +43,7 @@ from tuner.records.calibration import (
     save_calibration,
 )
 from tuner.report.calibration import write_report
-from tuner.stats import RatioEstimate
+from tuner.stats import RatioEstimate, least_pairs
 from tuner.vllm.imports import versions
 
 YARDSTICK = "known_delay"
@@ -58,8 +58,8 @@ STRICT = 0.999
 """A known delay counts as recovered when the 99.9% CI covers it: a calibrated method fails a check 1 time in 1000
 (at 95%, three checks would cry wolf in 1 calibration of 7); a biased one (a batch of the wrong arm, a delay that
 costs more than its length) still fails it."""
-STRICT_PAIRS = 11
-"""Fewer sign-flip pairs cannot reach p < 0.001 (2 x 2^-n): no 99.9% CI exists below this many."""
+STRICT_PAIRS = least_pairs(1 - STRICT)
+"""Fewer sign-flip pairs cannot reach p < 0.001 (11: 2 x 2^-n): no 99.9% CI exists below this many."""
 CHECK_PAIRS = 1.5 * STRICT_PAIRS
 """A recovery check runs at least long enough for this many pairs at its grain's A/A pair rate, whatever
 ``budget_s`` says: on a slow host 16-step blocks gave 5 pairs in 6 s, and a check without a CI checks nothing."""

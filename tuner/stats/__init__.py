@@ -32,6 +32,7 @@ from tuner.stats.power import detection_power, mde, mirrored_order, pairs_needed
 from tuner.stats.ratio_of_sums import (
     MIN_SIGN_FLIP_PAIRS,
     UNBOUNDED_LOG,
+    least_pairs,
     paired_ratio_of_sums,
     ratio_of_sums_estimates,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "detection_power",
     "false_positive_rate",
     "holm",
+    "least_pairs",
     "mde",
     "mirrored_order",
     "obf_boundaries",

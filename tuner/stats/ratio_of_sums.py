@@ -96,8 +96,14 @@ def _sign_flip_p(x: _FloatArray, observed: _FloatArray, n_permutations: int, rng
 # An interval side the sign-flip test never rejects (too few pairs, or too few flips, to reach 1 - confidence) is
 # unbounded; it is reported at this log distance from the estimate (a ratio of e**40 ~ 2e17), so that ratios,
 # widths and reciprocals of the bounds stay finite.
-MIN_SIGN_FLIP_PAIRS = 6
-"""Pairs the two-sided sign-flip test needs to reach p < 0.05 at all: its smallest p is 2^(1-n) (0.031 at 6)."""
+def least_pairs(level: float, *, sided: int = 2) -> int:
+    """The fewest pairs with which the exact sign-flip test can reach p < ``level`` at all: its smallest p-value is
+    2^(1-n) two-sided and 2^-n one-sided (a CI at confidence 1 - level is unbounded with fewer)."""
+    return math.ceil(-math.log2(level) - 1e-9) + (1 if sided == 2 else 0)
+
+
+MIN_SIGN_FLIP_PAIRS = least_pairs(0.05)
+"""Pairs the two-sided sign-flip test needs to reach p < 0.05 at all (6: its smallest p is then 0.031)."""
 UNBOUNDED_LOG = 40.0
 # The interval inverts the sign-flip test whenever the flips can carry it: every swap pattern, or at least this many
 # random ones. Callers asking for fewer Monte-Carlo flips (simulations that read only the point estimate, log_sd or

@@ -21,7 +21,7 @@ from typing import Any
 
 from scipy import stats as _st
 
-from tuner.stats import detection_power, mde, obf_boundaries, pairs_needed
+from tuner.stats import detection_power, least_pairs, mde, obf_boundaries, pairs_needed
 
 CONFIRMATION_PACE = 0.8
 """The share of the screening's pair rate a confirmation is planned at: a confirmation measures pairs more slowly
@@ -74,11 +74,11 @@ def sd_upper(log_sd: float, pairs: int, confidence: float = SD_CONFIDENCE) -> fl
 
 
 @functools.cache
-def least_pairs(alpha: float, looks: int) -> int:
+def confirmable_pairs(alpha: float, looks: int) -> int:
     """The fewest pairs with which the exact one-sided sign-flip test can reach the last look's O'Brien-Fleming
-    level at ``alpha``: its smallest p-value is 2^-n."""
+    level at ``alpha`` (:func:`tuner.stats.least_pairs`)."""
     final_level = float(_st.norm.sf(obf_boundaries(alpha, [(k + 1) / looks for k in range(looks)])[-1]))
-    return math.ceil(-math.log2(final_level) - 1e-9)
+    return least_pairs(final_level, sided=1)
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,8 @@ class CandidatePlan:
 
     @property
     def measurable(self) -> bool:
-        """Whether its pairs can reach the test's level at all (:func:`least_pairs`)."""
-        return self.pairs >= least_pairs(self.design.alpha / self.m, len(self.looks))
+        """Whether its pairs can reach the test's level at all (:func:`confirmable_pairs`)."""
+        return self.pairs >= confirmable_pairs(self.design.alpha / self.m, len(self.looks))
 
     def mde_at(self, log_sd: float, pairs: int | None = None) -> float:
         """The gain its test confirms with the design's power, at a per-pair SD (inf where it cannot)."""
