@@ -306,3 +306,54 @@ def test_modules_classes_and_functions_stay_small() -> None:
                 if length > limit:
                     too_long.append(f"{name}.{node.name}: {length} lines")
     assert too_long == []
+
+
+def _rooms() -> list[Path]:
+    """Every package of the project below its top level: the rooms and wings."""
+    return sorted(p.parent for package in PACKAGES for p in (ROOT / package).glob("*/__init__.py"))
+
+
+def test_every_room_has_a_face() -> None:
+    """Each package says what it offers in ``__all__`` (as Optuna's ``samplers/__init__.py`` does), and offers it."""
+    faceless, unbound = [], []
+    for room in _rooms():
+        tree = ast.parse((room / "__init__.py").read_text())
+        listed = next(
+            (
+                node.value
+                for node in tree.body
+                if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__"
+            ),
+            None,
+        )
+        if not isinstance(listed, ast.List):
+            faceless.append(room.name)
+            continue
+        bound = {
+            alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names
+        }
+        bound |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+        unbound += [
+            f"{room.name}.{e.value}" for e in listed.elts if isinstance(e, ast.Constant) and e.value not in bound
+        ]
+    assert faceless == [] and unbound == []
+
+
+def test_no_module_imports_another_packages_private_names() -> None:
+    """A leading underscore is private to its package: what another package needs is on that package's face."""
+    modules = _modules()
+    wrong = []
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            source_package = (
+                node.module
+                if node.module in modules and modules[node.module].name == "__init__.py"
+                else node.module.rpartition(".")[0]
+            )
+            private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            if private and source_package != package and node.module.split(".")[0] in PACKAGES:
+                wrong.append(f"{name}: {node.module} {private}")
+    assert wrong == []

@@ -1,1 +1,36 @@
-"""Paired measurement on a live engine: repetitions, step-interleaved blocks, their grain, pairs and stalls."""
+"""Paired measurement on a live engine: repetitions, step-interleaved blocks, their grain, pairs and stalls.
+
+``workbench`` (one measured repetition, and the proof that strategies are active), ``pairing`` (run-level and
+restart pairs in mirrored order), ``interleave`` (arms alternated in blocks of steps inside one engine), ``grain``
+(how many steps per block, and when steps cannot compare), ``gc_pacing`` (each arm's gen0 cycle measured alone),
+``stalls`` (the stall estimand) and ``pairs`` (one pair as amounts and seconds, and the ratio of sums over pairs).
+"""
+
+from tuner.measure.gc_pacing import measure_gc_cycles
+from tuner.measure.grain import Grain, grain_for, paces_gc
+from tuner.measure.interleave import InterleaveResult, interleaved_comparison, step_estimate, step_pairs
+from tuner.measure.pairing import Arms, Restarts, left_out_of_steps, paired_runs, step_interleavable
+from tuner.measure.pairs import Pair, pairs_estimate, run_pair
+from tuner.measure.workbench import StrategyNotActive, Workbench, inactive_strategies
+
+__all__ = [
+    "Arms",
+    "Grain",
+    "InterleaveResult",
+    "Pair",
+    "Restarts",
+    "StrategyNotActive",
+    "Workbench",
+    "grain_for",
+    "inactive_strategies",
+    "interleaved_comparison",
+    "left_out_of_steps",
+    "measure_gc_cycles",
+    "paces_gc",
+    "paired_runs",
+    "pairs_estimate",
+    "run_pair",
+    "step_estimate",
+    "step_interleavable",
+    "step_pairs",
+]

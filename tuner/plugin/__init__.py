@@ -21,6 +21,8 @@ calls the entry point.
 
 from __future__ import annotations
 
+__all__ = ["register"]
+
 
 def register() -> None:
     """vLLM entry point (``vllm.general_plugins``); see :func:`tuner.plugin.process.register`."""

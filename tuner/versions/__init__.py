@@ -3,3 +3,8 @@
 ``installs`` (finding and starting an install), ``compare`` (the start-level estimate and the bisection) and ``run``
 (the command).
 """
+
+from tuner.versions.installs import Install, probe
+from tuner.versions.run import compare_installs
+
+__all__ = ["Install", "compare_installs", "probe"]
