@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.patches import Patches
 from strategies.framework.requirements import TESTED_VLLM, AssignedIn, Snippet
 
 _RUNNER = "v1/worker/gpu_model_runner.py"
@@ -60,17 +61,14 @@ class EventWait(Strategy):
     def __init__(self) -> None:
         super().__init__()
         self.blocking: bool | None = None  # None: not applied here, events are made as vLLM asks
-        self._installed = False
+        self._patches = Patches()
 
     def install(self) -> None:
-        if self._installed:
-            return
         import torch
 
         if not torch.cuda.is_available():  # refused here anyway; vLLM's CPU runner makes stand-in events at start
             return
-        torch.cuda.Event = moded_event(torch.cuda.Event, self)  # type: ignore[misc]
-        self._installed = True
+        self._patches.install((torch.cuda, "Event", lambda event_class: moded_event(event_class, self)))
 
     def refuses(self, vllm_config: Any) -> str | None:
         device = vllm_config.device_config.device_type

@@ -15,7 +15,9 @@ from types import ModuleType
 from typing import Any
 
 from strategies.framework.base import Param, ProcessContext, Strategy, Upstream
-from strategies.framework.requirements import TESTED_VLLM, CallSites, Defined, NoDirectCalls
+from strategies.framework.call_sites import CallSites, NoDirectCalls
+from strategies.framework.patches import Patches
+from strategies.framework.requirements import TESTED_VLLM, Defined
 
 # Direct `gc.freeze()` calls that `enabled: false` need not suppress: (file in vllm/, enclosing scope).
 _HARMLESS_FREEZES = (
@@ -69,14 +71,15 @@ class GcFreeze(Strategy):
         super().__init__()
         self.suppress_upstream = False
         self._was_frozen: bool | None = None
-        self._installed = False
+        self._patches = Patches()
 
     def install(self) -> None:
-        if self._installed:
-            return
         from vllm.utils import gc_utils
 
-        original = gc_utils.freeze_gc_heap
+        self._patches.install((gc_utils, "freeze_gc_heap", self._suppressible), setter=rebind)
+
+    def _suppressible(self, original: Callable[[], None]) -> Callable[[], None]:
+        """vLLM's ``freeze_gc_heap`` that does nothing (and counts it) while upstream's freezes are suppressed."""
 
         def freeze_gc_heap() -> None:
             if self.suppress_upstream:
@@ -84,8 +87,7 @@ class GcFreeze(Strategy):
                 return
             original()
 
-        rebind(gc_utils, "freeze_gc_heap", freeze_gc_heap)
-        self._installed = True
+        return freeze_gc_heap
 
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
         if self._was_frozen is None:

@@ -19,9 +19,11 @@ suppresses it too, and the strategy then says it is not in force rather than mea
 from __future__ import annotations
 
 import gc
+from functools import partial
 from typing import Any
 
 from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.patches import Patches, calling_after
 from strategies.framework.requirements import TESTED_VLLM, Defined, Params
 
 
@@ -66,29 +68,16 @@ class GcRefreeze(Strategy):
         self.refrozen = False
         self.suppressed = False
         self._was_frozen = False
-        self._installed = False
+        self._patches = Patches()
 
     def install(self) -> None:
-        if self._installed:
-            return
         from vllm.v1.core.sched.scheduler import Scheduler
         from vllm.v1.worker.gpu_worker import Worker
 
-        update, execute_model = Scheduler.update_from_output, Worker.execute_model
-
-        def counted_update(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
-            output = update(scheduler, *args, **kwargs)
-            self.step(Role.ENGINE_CORE)
-            return output
-
-        def counted_execute_model(worker: Any, scheduler_output: Any) -> Any:
-            output = execute_model(worker, scheduler_output)
-            self.step(Role.WORKER)
-            return output
-
-        Scheduler.update_from_output = counted_update  # type: ignore[method-assign]
-        Worker.execute_model = counted_execute_model  # type: ignore[method-assign]
-        self._installed = True
+        self._patches.install(
+            (Scheduler, "update_from_output", calling_after(partial(self.step, Role.ENGINE_CORE))),
+            (Worker, "execute_model", calling_after(partial(self.step, Role.WORKER))),
+        )
 
     def step(self, role: Role) -> None:
         """One step of ``role`` ended in this process: freeze again once the arm's N-th has."""

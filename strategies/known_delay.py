@@ -14,9 +14,11 @@ check that the step-level estimate is unbiased in each engine process.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.patches import Patches, calling_before
 from strategies.framework.requirements import TESTED_VLLM, Defined, Params
 
 
@@ -50,31 +52,22 @@ class KnownDelay(Strategy):
         self.active = False
         self.engine_core_s = 0.0
         self.worker_s = 0.0
-        self._installed = False
+        self._patches = Patches()
 
     def install(self) -> None:
-        if self._installed:
-            return
         from vllm.v1.core.sched.scheduler import Scheduler
         from vllm.v1.worker.gpu_worker import Worker
 
-        update, execute_model = Scheduler.update_from_output, Worker.execute_model
+        self._patches.install(
+            (Scheduler, "update_from_output", calling_before(partial(self._delay, "engine_core"))),
+            (Worker, "execute_model", calling_before(partial(self._delay, "worker"))),
+        )
 
-        def delayed_update(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.active:
-                self.count("engine_core_steps")
-                busy_wait(self.engine_core_s)
-            return update(scheduler, *args, **kwargs)
-
-        def delayed_execute_model(worker: Any, scheduler_output: Any) -> Any:
-            if self.active:
-                self.count("worker_steps")
-                busy_wait(self.worker_s)
-            return execute_model(worker, scheduler_output)
-
-        Scheduler.update_from_output = delayed_update  # type: ignore[method-assign]
-        Worker.execute_model = delayed_execute_model  # type: ignore[method-assign]
-        self._installed = True
+    def _delay(self, side: str) -> None:
+        """Before a batch of ``side`` ("engine_core" or "worker"): wait that side's time while applied."""
+        if self.active:
+            self.count(f"{side}_steps")
+            busy_wait(self.engine_core_s if side == "engine_core" else self.worker_s)
 
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
         self.active = True

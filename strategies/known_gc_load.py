@@ -36,6 +36,7 @@ from functools import lru_cache
 from typing import Any
 
 from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.patches import Patches, calling_before
 from strategies.framework.requirements import TESTED_VLLM, Defined, Params
 
 
@@ -119,29 +120,16 @@ class KnownGcLoad(Strategy):
         self.engine_core_objects = 0
         self.worker_objects = 0
         self.refs = 1
-        self._installed = False
+        self._patches = Patches()
 
     def install(self) -> None:
-        if self._installed:
-            return
         from vllm.v1.core.sched.scheduler import Scheduler
         from vllm.v1.worker.gpu_worker import Worker
 
-        update, execute_model = Scheduler.update_from_output, Worker.execute_model
-
-        def loaded_update(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.active:
-                self.engine_core_step()
-            return update(scheduler, *args, **kwargs)
-
-        def loaded_execute_model(worker: Any, scheduler_output: Any) -> Any:
-            if self.active:
-                self.worker_step()
-            return execute_model(worker, scheduler_output)
-
-        Scheduler.update_from_output = loaded_update  # type: ignore[method-assign]
-        Worker.execute_model = loaded_execute_model  # type: ignore[method-assign]
-        self._installed = True
+        self._patches.install(
+            (Scheduler, "update_from_output", calling_before(self.engine_core_step)),
+            (Worker, "execute_model", calling_before(self.worker_step)),
+        )
 
     def engine_core_step(self) -> None:
         """EngineCore's load for one batch (the patched ``update_from_output`` calls it while applied)."""

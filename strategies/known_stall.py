@@ -10,9 +10,11 @@ is one stall, not two), with a longest stall of at least ``stall_ms``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.patches import Patches
 from strategies.framework.requirements import TESTED_VLLM, Params, Snippet
 
 
@@ -40,14 +42,15 @@ class KnownStall(Strategy):
         self.stall_s: float | None = None  # None: not applied
         self.every = 1
         self.decode_batches = 0
-        self._installed = False
+        self._patches = Patches()
 
     def install(self) -> None:
-        if self._installed:
-            return
         from vllm.v1.core.sched.scheduler import Scheduler
 
-        update = Scheduler.update_from_output
+        self._patches.install((Scheduler, "update_from_output", self._stalling))
+
+    def _stalling(self, update: Callable[..., Any]) -> Callable[..., Any]:
+        """``Scheduler.update_from_output`` that sleeps before every ``every``-th decode batch while applied."""
 
         def stalling_update(scheduler: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
             if self.stall_s is not None:
@@ -59,8 +62,7 @@ class KnownStall(Strategy):
                         time.sleep(self.stall_s)
             return update(scheduler, scheduler_output, *args, **kwargs)
 
-        Scheduler.update_from_output = stalling_update  # type: ignore[method-assign]
-        self._installed = True
+        return stalling_update
 
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
         self.stall_s, self.every = params["stall_ms"] / 1e3, params["every"]

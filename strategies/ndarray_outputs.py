@@ -39,6 +39,7 @@ from typing import Any, cast
 import numpy as np
 
 from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.patches import Patches
 from strategies.framework.requirements import TESTED_VLLM, Absent, AssignedIn, Defined, Order, Params, Snippet
 
 _V1_RUNNER = "v1/worker/gpu_model_runner.py"
@@ -263,25 +264,19 @@ class NdarrayOutputs(Strategy):
     def __init__(self) -> None:
         super().__init__()
         self.enabled: bool | None = None  # None: not applied here (vLLM's path, not counted)
-        self._installed = False
+        self._patches = Patches()
 
     def install(self) -> None:
-        if self._installed:
-            return
         from vllm.v1.core.sched.scheduler import Scheduler
         from vllm.v1.worker.gpu import async_utils
         from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-        patches = (
+        self._patches.install(  # all rebuilt before any is patched: none or all
             (async_utils.AsyncOutput, "__init__", self.wrap_async_output_init),
             (async_utils.AsyncOutput, "get_output", self.wrap_get_output),
             (GPUModelRunner, "_bookkeeping_sync", self.wrap_bookkeeping),
             (Scheduler, "update_from_output", self.wrap_update_from_output),
         )
-        wrapped = [(owner, method, wrap(getattr(owner, method))) for owner, method, wrap in patches]
-        for owner, method, function in wrapped:  # all rebuilt before any is patched: none or all
-            setattr(owner, method, function)
-        self._installed = True
 
     def wrap_async_output_init(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """V2 ``AsyncOutput.__init__`` marking the output with the form in force while its batch is sampled."""

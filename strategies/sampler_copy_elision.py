@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from strategies.framework.base import Applicability, Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.patches import Patches
 from strategies.framework.requirements import AssignedIn, Defined, Params, Snippet
 
 _SAMPLER = "v1/worker/gpu/sample/sampler.py"  # the V2 model runner's sampler
@@ -51,7 +52,7 @@ class SamplerCopyElision(Strategy):
     def __init__(self) -> None:
         super().__init__()
         self.enabled = True
-        self._installed = False
+        self._patches = Patches()
 
     def applicable(self) -> Applicability:
         verdict = super().applicable()
@@ -74,13 +75,9 @@ class SamplerCopyElision(Strategy):
         return Applicability(True)
 
     def install(self) -> None:
-        if self._installed:
-            return
         from vllm.v1.worker.gpu.sample import sampler as s
 
-        original = s.Sampler.apply_sampling_params
-        s.Sampler.apply_sampling_params = forcing_copy(original, self)  # type: ignore[method-assign]
-        self._installed = True
+        self._patches.install((s.Sampler, "apply_sampling_params", lambda original: forcing_copy(original, self)))
 
     def refuses(self, vllm_config: Any) -> str | None:
         if not getattr(vllm_config, "use_v2_model_runner", False):

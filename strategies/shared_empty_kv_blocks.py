@@ -8,9 +8,11 @@ optimisation is worth can be measured.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.patches import Patches
 from strategies.framework.requirements import TESTED_VLLM, AssignedIn, Defined, Params, Snippet
 
 _MANAGER = "v1/core/kv_cache_manager.py"
@@ -39,14 +41,18 @@ class SharedEmptyKvBlocks(Strategy):
     def __init__(self) -> None:
         super().__init__()
         self.enabled = True
-        self._installed = False
+        self._patches = Patches()
 
     def install(self) -> None:
-        if self._installed:
-            return
         from vllm.v1.core import kv_cache_manager as m
 
-        original = m.KVCacheManager.create_kv_cache_blocks
+        self._patches.install(
+            (m.KVCacheManager, "create_kv_cache_blocks", lambda original: self._sharing(original, m.KVCacheBlocks))
+        )
+
+    def _sharing(self, original: Callable[..., Any], blocks_class: type) -> Callable[..., Any]:
+        """``KVCacheManager.create_kv_cache_blocks`` that counts vLLM's shared empty result while enabled and
+        returns a fresh ``blocks_class`` of fresh empty lists in its place while disabled."""
 
         def create_kv_cache_blocks(manager: Any, blocks: Any) -> Any:
             result = original(manager, blocks)
@@ -57,10 +63,9 @@ class SharedEmptyKvBlocks(Strategy):
                 return result
             # Before #24964 every empty result was a new object of new (GC-tracked) empty lists.
             self.count("fresh_empty")
-            return m.KVCacheBlocks(tuple([] for _ in blocks))
+            return blocks_class(tuple([] for _ in blocks))
 
-        m.KVCacheManager.create_kv_cache_blocks = create_kv_cache_blocks  # type: ignore[method-assign]
-        self._installed = True
+        return create_kv_cache_blocks
 
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
         self.enabled = params["enabled"]

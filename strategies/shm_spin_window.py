@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from strategies.framework.base import Param, ProcessContext, Role, Strategy, Upstream
+from strategies.framework.patches import Patches
 from strategies.framework.requirements import TESTED_VLLM, AssignedIn, Params, Snippet
 
 _SHM = "distributed/device_communicators/shm_broadcast.py"
@@ -64,16 +65,12 @@ class ShmSpinWindow(Strategy):
     def __init__(self) -> None:
         super().__init__()
         self.window_s: float | None = None  # None: each reader keeps its own window
-        self._installed = False
+        self._patches = Patches()
 
     def install(self) -> None:
-        if self._installed:
-            return
         from vllm.distributed.device_communicators import shm_broadcast
 
-        cls = shm_broadcast.SpinCondition
-        cls.wait = windowed(cls.wait, self)  # type: ignore[method-assign]
-        self._installed = True
+        self._patches.install((shm_broadcast.SpinCondition, "wait", lambda wait: windowed(wait, self)))
 
     def refuses(self, vllm_config: Any) -> str | None:
         backend = vllm_config.parallel_config.distributed_executor_backend

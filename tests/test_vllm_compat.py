@@ -15,7 +15,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from strategies import strategy_classes
-from strategies.framework.requirements import TESTED_VLLM, admits, installed_root, source_version, unmet
+from strategies.framework import TESTED_VLLM, admits, installed_root, source_version, unmet
 from strategies.sampler_copy_elision import SamplerCopyElision
 from tests.vllm_sources import gpu_vllm_source
 from tuner.plugin.hook_requirements import REQUIRES as PLUGIN_REQUIRES

@@ -24,7 +24,8 @@ from typing import Any, ClassVar, Literal
 
 from packaging.version import Version
 
-from strategies.framework.requirements import Requirement, admits, forget_sources, installed_root, source_version, unmet
+from strategies.framework.requirements import Requirement, unmet
+from strategies.framework.source_tree import admits, forget_sources, installed_root, source_version
 
 
 class Role(enum.StrEnum):

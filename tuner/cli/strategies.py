@@ -70,7 +70,7 @@ def strategies_show(name: Annotated[str, typer.Argument(help="a strategy's name 
 
 def _upstream_status() -> Callable[[type[Strategy]], str]:
     """Where vLLM stands on a strategy, for the installed vLLM's release (read from its source, not imported)."""
-    from strategies.framework.requirements import installed_root, source_version
+    from strategies.framework import installed_root, source_version
 
     root = installed_root()
     installed = source_version(root) if root is not None else None
