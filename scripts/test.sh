@@ -16,10 +16,21 @@ export HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
 # The docs site (docs/, mkdocs.yml): a broken link or anchor, or a page missing from nav, fails. Not --quiet:
 # it hides warnings from strict mode's count, so the build would pass (mkdocs/mkdocs#4126).
 .venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"
-status=0
-.venv/bin/python -m pytest -q -p no:cacheprovider --timeout 900 --durations=25 "$@" || status=$?
-if [ "$status" -eq 5 ]; then
-  echo "no tests collected" >&2
-  exit 1
+# Without arguments: the tests that need no engine on both cores, then the engine tests one at a time (one engine
+# at a time on a 2-core host). `fast`: only the first half, the inner loop. Other arguments go to pytest as they are.
+PYTEST=(.venv/bin/python -m pytest -q -p no:cacheprovider --timeout 900)
+run() {
+  local status=0
+  "${PYTEST[@]}" "$@" || status=$?
+  if [ "$status" -eq 5 ]; then
+    echo "no tests collected" >&2
+    return 1
+  fi
+  return "$status"
+}
+if [ "$#" -eq 0 ] || [ "$1" = fast ]; then
+  run -n 2 -m "not engine and not slow" --durations=10
+  [ "${1:-}" = fast ] || run -m "engine and not slow" --durations=25
+else
+  run --durations=25 "$@"
 fi
-exit "$status"

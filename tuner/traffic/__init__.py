@@ -4,12 +4,12 @@
 ``selection`` what of a file is used, ``tokens`` the prompt token ids, ``shape`` what the traffic looks like and
 ``replay`` puts them together for an engine.
 
-The face lists what the rest of the tuner uses of request files (``workload``, which turns an experiment's
-``workload`` section into requests, is imported from its module: it reads the experiment's config).
+The face lists what the rest of the tuner uses of request files. Two modules are imported by name instead:
+``workload``, which turns an experiment's ``workload`` section into requests (it reads the experiment's config),
+and ``inspect``, the module of the ``tuner workload inspect`` command.
 """
 
 from tuner.traffic.dataset import Dataset, Format
-from tuner.traffic.inspect import guess_format, inspect_file
 from tuner.traffic.replay import TokenizerMissing, model_max_len, read_dataset
 from tuner.traffic.requests import RequestSpec
 from tuner.traffic.shape import WorkloadShape
@@ -22,8 +22,6 @@ __all__ = [
     "TokenizerMissing",
     "WorkloadRecord",
     "WorkloadShape",
-    "guess_format",
-    "inspect_file",
     "model_max_len",
     "read_dataset",
 ]
