@@ -19,7 +19,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # github-action-benchmark's README, "Examples > Custom benchmark" (customBiggerIsBetter / customSmallerIsBetter):
 # a JSON array of objects with `name`, `unit` and a numeric `value`, optionally `range` and `extra` (strings).
-# Written from the documentation, not from tuner/series/export.py, so the two can disagree.
+# Written from the documentation, not from tuner/series/entries.py, so the two can disagree.
 DOCUMENTED = {
     "type": "array",
     "items": {

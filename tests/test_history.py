@@ -17,7 +17,8 @@ import typer
 from typer.testing import CliRunner
 
 from tuner.cli.results import register
-from tuner.series.history import Series, detect, history, load_series
+from tuner.series.history import detect, history
+from tuner.series.stored import Series, load_series
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 RATIO = "perf-gpu/ratio-to-baseline/gc_threshold(gen0_per_seq=64)/output_tokens_per_s"

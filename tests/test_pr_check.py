@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.test_history import RATIO, cli, data_js, sha
-from tuner.series.history import load_series
 from tuner.series.pr_check import COMMENT_MARKER, base_values, pr_check
+from tuner.series.stored import load_series
 
 LATENCY = "perf-gpu/ratio-to-baseline/gc_threshold(gen0_per_seq=64)/itl_p99_ms"
 

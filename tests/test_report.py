@@ -31,7 +31,8 @@ from tuner.records.loader import load
 from tuner.report.compare import compare, load_side
 from tuner.report.describe import pick_best
 from tuner.report.run import build_report
-from tuner.series.export import BENCH_ENTRY_SCHEMA, bench_entries, config_name, validate
+from tuner.series.entries import BENCH_ENTRY_SCHEMA, validate
+from tuner.series.export import bench_entries, config_name
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -240,7 +241,7 @@ def test_sweep_table_shows_the_values_the_study_saw(tmp_path: Path, summary: dic
 
 @pytest.mark.parametrize(("low", "high"), [(0.96, 1.08), (0.85, 1.06), (0.5, 3.0), (0.99, 1.004)])
 def test_ratio_axis_labels_state_each_tick_exactly(low: float, high: float) -> None:
-    from tuner.report.plots import RatioLocator, ratio_tick_label
+    from tuner.report.sweep_plots import RatioLocator, ratio_tick_label
 
     ticks = RatioLocator().tick_values(low, high)
     assert 1.0 in ticks and len(ticks) >= 3
@@ -601,7 +602,8 @@ def test_sweep_report_explains_the_tail_of_the_baseline_and_the_best_trial(
     assert "timeline.png" in {p.name for p in paths}
     md = (tmp_path / "exp" / "report" / "report.md").read_text()
     rows = [line for line in md.splitlines() if "| GC gen2 critical |" in line]
-    assert [row.split(" | ")[0] for row in rows] == ["| baseline", f"| #{pick_best(data)[0]['number']}"]
+    best, _ = pick_best(load(path).sweep)
+    assert best is not None and [row.split(" | ")[0] for row in rows] == ["| baseline", f"| #{best['number']}"]
 
 
 def test_an_unbounded_ci_side_is_shown_as_such() -> None:

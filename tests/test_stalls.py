@@ -5,6 +5,8 @@ benchmarks.stall_rate``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,12 @@ from tuner.report.stall_section import stall_section
 from tuner.stats.stall_rate import StallRule, paired_rate_difference, stall_flags
 
 RULE = StallRule(factor=3.0, floor_s=0.020, window=64, min_history=8)
+
+
+def _trial(number: int, strategies: dict[str, Any], step_interleave: dict[str, Any] | None) -> dict[str, Any]:
+    """A trial row as the loader gives it, with what the stall table reads."""
+    row = {"number": number, "is_baseline": False, "strategies": strategies, "engine": {}, "env": None}
+    return {**row, "step_interleave": step_interleave}
 
 
 def test_a_stall_is_slow_against_its_arms_recent_median_and_the_floor() -> None:
@@ -70,12 +78,8 @@ def test_the_sweep_report_shows_each_step_level_trials_stalls_beside_its_verdict
         steps.append(("B", pair, 0.200 if pair % 4 == 3 else 0.030, 0.012 if pair == 39 else 0.0))
     stalls = compare_stalls(steps, RULE).to_dict()
     trials = [
-        {
-            "number": 1,
-            "strategies": {"known_stall": {"stall_ms": 170.0, "every": 4}},
-            "step_interleave": {"stalls": stalls},
-        },
-        {"number": 2, "strategies": {"gc_freeze": {"enabled": True}}, "step_interleave": None},
+        _trial(1, {"known_stall": {"stall_ms": 170.0, "every": 4}}, {"stalls": stalls}),
+        _trial(2, {"gc_freeze": {"enabled": True}}, None),
     ]
     doc = Doc("report")
     stall_section(doc, trials)
@@ -93,7 +97,7 @@ def test_the_sweep_report_shows_each_step_level_trials_stalls_beside_its_verdict
     old = {**few, "difference": {**few["difference"], "ci_low": -1.0, "ci_high": 1.0}}
     for number, record, shown in ((3, few, "+0.00 [-13.80, +13.80]"), (4, old, "+0.00 unbounded")):
         doc = Doc("report")
-        stall_section(doc, [{"number": number, "strategies": {}, "step_interleave": {"stalls": record}}])
+        stall_section(doc, [_trial(number, {}, {"stalls": record})])
         assert shown in doc.markdown()
     empty = Doc("report")
     stall_section(empty, trials[1:])

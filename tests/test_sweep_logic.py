@@ -357,7 +357,8 @@ def test_the_trials_table_shows_a_step_comparison_that_estimated_nothing() -> No
 
     row = {
         "number": 1, "state": "COMPLETE", "is_baseline": False, "strategies": {"gc_threshold": {}}, "engine": {},
-        "anchored": {}, "pairs": 6, "feasible": True, "verdict": "inconclusive",
+        "anchored": {}, "pairs": 6, "feasible": True, "verdict": "inconclusive", "restart_pairs": None,
+        "step_interleave": None,
         "ratios": {"output_tokens_per_s": {"ratio": None, "ci_low": None, "ci_high": None, "verdict": "inconclusive",
                                            "source": "steps"}},
     }  # fmt: skip

@@ -5,27 +5,23 @@ sides, and ``tests/test_records_schema.py`` checks ``results/README.md`` against
 ``schema`` key (``<family>/<major version>``); :func:`load` accepts the versions listed here and refuses any
 other with a clear message. Fields are only ever added within a major version.
 
-Per-repetition metrics are nested in a run (``ttft_ms: {p50: ...}``, as measured) and flat in a sweep trial (as
-paired); :func:`flat` reads both. Older sweeps kept per-process telemetry per repetition (``processes``) instead of
-once per trial (``telemetry``), and had no ``anchored`` values; the loader upgrades them, so readers see one layout.
+Older files lack fields added since, and older sweeps kept per-process telemetry per repetition (``processes``)
+instead of once per trial (``telemetry``) and had no ``anchored`` values: the loader upgrades them, so that every
+field of a record type is present after loading and readers index it (:mod:`tuner.records.upgrade`).
+:mod:`tuner.records.values` reads the numbers out of loaded records.
 """
 
 from __future__ import annotations
 
-import copy
 import json
-import math
-import statistics
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from tuner.errors import UserError
-from tuner.metrics.table import LATENCY_FAMILIES
-from tuner.metrics.timings import flat_metrics
 from tuner.plugin.protocol import ProcessReport
+from tuner.records.upgrade import upgrade_run, upgrade_summary
 from tuner.traffic.workload_record import WorkloadRecord
 
 RUN_SCHEMA = "tuner.run/1"
@@ -61,7 +57,7 @@ class EngineRecord(TypedDict):
     args: dict[str, Any]  # resolved EngineArgs
     start_s: float
     mode: str  # offline, streaming, serve or endpoint
-    env: NotRequired[dict[str, str]]  # vLLM's environment variables the experiment set (older runs lack it)
+    env: dict[str, str]  # vLLM's environment variables the experiment set
 
 
 class Repetition(TypedDict):
@@ -82,46 +78,65 @@ class RunRecord(TypedDict):
     created: str  # ISO-8601 UTC
     config: dict[str, Any]  # the experiment as loaded
     engine: EngineRecord
-    environment: dict[str, Any]
+    environment: dict[str, Any]  # tuner.vllm.environment.environment_record: every key present after loading
     strategies: dict[str, dict[str, Any]]
     repetitions: list[Repetition]
     summary: dict[str, dict[str, float]]  # per flat metric: mean, median, min, max, cv
     memory: dict[str, dict[str, float]]  # per process: first_rss_mb, last_rss_mb, growth_mb
-    workload: NotRequired[WorkloadRecord]  # the requests replayed (added in 0.1: older runs lack it)
+    workload: WorkloadRecord | None  # the requests replayed (None: a run from before 0.1)
 
 
-class TrialRow(TypedDict):
-    """One trial of a sweep as ``summary.json`` keeps it (read back from the Optuna study)."""
+class TrialFields(TypedDict, total=False):
+    """What a sweep trial records as it runs, under the same keys in its Optuna user attributes
+    (:class:`tuner.sweep.trial_attrs.TrialAttrs`) and in ``summary.json`` (:class:`TrialRow`).
+
+    Not total: each key is written when its part of the trial is done, so a running, failed or older trial's
+    attributes lack some, while a loaded :class:`TrialRow` has every one (the loader fills those a file lacks with
+    their empty value; a TypedDict cannot be partial in one subclass and total in another).
+    """
+
+    aa: bool  # an A/A trial (the baseline against itself)
+    strategies: dict[str, dict[str, Any]]
+    engine: dict[str, Any]  # engine-arg overrides
+    env: dict[str, Any] | None  # vLLM environment variable overrides (None: a study written before them)
+    restart_pairs: dict[str, list[float]] | None  # restart pairs only: each arm's engine start seconds
+    engine_stops: dict[str, list[float]] | None  # restart pairs only: each arm's engine stop seconds
+    stop_time: dict[str, Any] | None  # restart pairs only: the paired ratio of mean engine stop time
+    failure: str | None  # why it failed (tuner.sweep.trial_attrs.INTERRUPTED_FAILURE when stopped)
+    worker: str | None  # the worker that ran it (shared studies)
+    metrics: dict[str, float]  # median of each flat metric over the trial's repetitions
+    anchored: dict[str, float]  # what Optuna saw: each ratio times the baseline's median (drift cancels)
+    ratios: dict[str, dict[str, Any]]  # per objective/constraint metric: the paired RatioEstimate as a dict
+    feasible: bool | None
+    feasible_ci: bool | None  # feasibility on the CI bound (SLO candidacy)
+    slo_checks: list[str]  # each SLO check, in words
+    verdict: str | None  # the screening call on the first objective
+    switch_s: list[float]
+    token_ids_match: bool | None
+    telemetry: list[Any]  # per-process GC data of the last measured repetition: ProcessReports, compacted
+    tail: dict[str, Any] | None  # each arm's attributions pooled, and the trial arm's last timeline
+    step_interleave: dict[str, Any] | None  # the step-level comparison, when the trial was compared per step
+    gc_pacing: dict[str, Any] | None  # a GC-pacing trial: its arms' gen0 cycles and the grain they gave
+
+
+class TrialRepetition(TypedDict):
+    """One repetition of a sweep trial's arm: its flat metrics."""
+
+    metrics: dict[str, float]
+    processes: NotRequired[list[ProcessReport]]  # older sweeps only: per-process telemetry of each repetition
+
+
+class TrialRow(TrialFields):
+    """One trial of a sweep as ``summary.json`` keeps it (read back from the Optuna study); after loading, every
+    key (those of :class:`TrialFields` too) is present."""
 
     number: int
     state: TrialState
     is_baseline: bool
-    aa: bool  # an A/A trial (the baseline against itself)
-    strategies: dict[str, dict[str, Any]]
-    engine: dict[str, Any]  # engine-arg overrides
-    env: NotRequired[dict[str, Any] | None]  # vLLM environment variable overrides (None: an older study)
-    restart_pairs: NotRequired[dict[str, list[float]] | None]  # restart pairs only: each arm's engine start seconds
-    engine_stops: NotRequired[dict[str, list[float]] | None]  # restart pairs only: each arm's engine stop seconds
-    stop_time: NotRequired[dict[str, Any] | None]  # restart pairs only: paired ratio of mean engine stop time
     params: dict[str, Any]  # Optuna parameters
     values: list[float] | None  # what Optuna saw
-    metrics: dict[str, float]  # median of each flat metric over the trial's repetitions
-    anchored: dict[str, float]  # each ratio times the baseline's median (drift between trials cancels)
-    ratios: dict[str, dict[str, Any]]  # per objective/constraint metric: the paired RatioEstimate
-    feasible: bool | None
-    feasible_ci: bool | None  # feasibility on the CI bound (SLO candidacy)
-    slo_checks: list[str]  # each SLO check, in words
-    verdict: str | None  # on the first objective
     pairs: int
-    switch_s: list[float]
-    token_ids_match: bool | None
-    repetitions: list[dict[str, Any]]  # each {metrics} (flat)
-    telemetry: list[ProcessReport]  # per-process GC data of the last measured repetition
-    tail: dict[str, Any] | None
-    failure: str | None
-    worker: str | None  # the worker that ran it (shared studies)
-    step_interleave: dict[str, Any] | None
-    gc_pacing: NotRequired[dict[str, Any] | None]  # a GC-pacing trial: its arms' gen0 cycles and the grain they gave
+    repetitions: list[TrialRepetition]
 
 
 class Winner(TypedDict):
@@ -132,7 +147,14 @@ class Winner(TypedDict):
     strategies: dict[str, dict[str, Any]]
     engine: dict[str, Any]
     env: str  # TUNER_PLUGIN=...
-    vllm_env: NotRequired[dict[str, str]]  # vLLM's environment variables to deploy with (older studies lack it)
+    vllm_env: dict[str, str]  # vLLM's environment variables to deploy with
+
+
+class ObjectiveRecord(TypedDict):
+    """One objective of a sweep: the metric and which way is better."""
+
+    metric: str
+    direction: str  # maximize or minimize
 
 
 class SweepSummary(TypedDict):
@@ -141,12 +163,12 @@ class SweepSummary(TypedDict):
     schema: str
     kind: Literal["sweep"]
     experiment: str
-    study: str
+    study: str | None  # None: a summary from before study names were kept
     created: str
-    environment: dict[str, Any]
+    environment: dict[str, Any]  # as in a run
     config: dict[str, Any]
-    objectives: list[dict[str, str]]  # {metric, direction}
-    constraints: list[dict[str, Any]]
+    objectives: list[ObjectiveRecord]
+    constraints: list[dict[str, Any]]  # {metric, max} and/or {metric, min}
     engine_starts: int | None
     start_s: list[float]
     switch_s: list[float]
@@ -154,12 +176,12 @@ class SweepSummary(TypedDict):
     pareto: list[int]
     importance: dict[str, float]
     best: list[int]  # screening's significant trials, best first
-    confirmation: dict[str, Any] | None
-    power: dict[str, Any]  # before_screening, before_confirmation
+    confirmation: dict[str, Any] | None  # tuner.sweep.confirmation's record; loaded: with notes, plan, mde_note
+    power: dict[str, Any]  # before_screening, before_confirmation ({} before the confirmation phase)
     winner: Winner
     incomplete: list[str]
     workload: WorkloadRecord | None  # None until the study's first engine started
-    aa: NotRequired[dict[str, dict[str, Any]]]  # A/A sweeps: per method, comparisons and significant ones
+    aa: NotRequired[dict[str, dict[str, Any]]]  # A/A sweeps only: per method, comparisons and significant ones
 
 
 @dataclass(frozen=True)
@@ -168,7 +190,7 @@ class Loaded:
 
     kind: Kind
     path: Path  # the JSON file itself
-    data: dict[str, Any]
+    data: RunRecord | SweepSummary
 
     @property
     def run(self) -> RunRecord:
@@ -199,7 +221,8 @@ def resolve(path: Path) -> Path:
 
 
 def load(path: Path) -> Loaded:
-    """Load and check a run or a sweep summary; bad input raises :class:`UserError`."""
+    """Load and check a run or a sweep summary, upgraded (:mod:`tuner.records.upgrade`) so that every field of its
+    record type is present; bad input raises :class:`UserError`."""
     file = resolve(path)
     where = str(file)
     try:
@@ -217,148 +240,23 @@ def load(path: Path) -> Loaded:
         for index, rep in enumerate(data["repetitions"]):
             if not isinstance(rep, dict) or not isinstance(rep.get("metrics"), dict):
                 raise UserError.single(where, "every repetition needs a `metrics` object", f"repetitions[{index}]")
-        return Loaded("run", file, data)
+        upgrade_run(data)
+        return Loaded("run", file, cast(RunRecord, data))
     if schema in SUPPORTED_SWEEP_SCHEMAS:
         _require_list(data, "trials", where, non_empty=False)
         _require_list(data, "objectives", where, non_empty=True)
+        for index, objective in enumerate(data["objectives"]):
+            if not isinstance(objective, dict) or "metric" not in objective:
+                raise UserError.single(where, "every objective needs a `metric`", f"objectives[{index}]")
         for index, trial in enumerate(data["trials"]):
             if not isinstance(trial, dict) or "number" not in trial or "state" not in trial:
                 raise UserError.single(where, "every trial needs `number` and `state`", f"trials[{index}]")
-            _upgrade_trial(trial)
-        _fill(data, _SUMMARY_DEFAULTS)
-        _upgrade_winner(data)
-        return Loaded("sweep", file, data)
+        upgrade_summary(data)
+        return Loaded("sweep", file, cast(SweepSummary, data))
     raise UserError.single(where, f"unsupported result schema {schema!r} (this tuner reads {known})", "schema")
-
-
-# What a field added since a record's first version holds in files written before it (copied, never shared).
-_TRIAL_DEFAULTS: dict[str, Any] = {
-    "is_baseline": False,
-    "aa": False,
-    "strategies": {},
-    "engine": {},
-    "params": {},
-    "values": None,
-    "metrics": {},
-    "ratios": {},
-    "feasible": None,
-    "feasible_ci": None,
-    "slo_checks": [],
-    "verdict": None,
-    "switch_s": [],
-    "token_ids_match": None,
-    "repetitions": [],
-    "tail": None,
-    "failure": None,
-    "worker": None,
-    "step_interleave": None,
-}
-_SUMMARY_DEFAULTS: dict[str, Any] = {
-    "study": None,
-    "constraints": [],
-    "engine_starts": None,
-    "start_s": [],
-    "switch_s": [],
-    "pareto": [],
-    "importance": {},
-    "best": [],
-    "confirmation": None,
-    "power": {},
-    "incomplete": [],
-    "workload": None,
-}
-_WINNER_DEFAULTS: dict[str, Any] = {
-    "trial": None,
-    "confirmed": False,
-    "reason": "",
-    "effect": None,
-    "strategies": {},
-    "engine": {},
-    "env": "",
-}
-
-
-def _fill(record: dict[str, Any], defaults: dict[str, Any]) -> None:
-    """Give ``record`` each field of ``defaults`` it lacks, as a copy of the default."""
-    for key, default in defaults.items():
-        if key not in record:
-            record[key] = copy.deepcopy(default)
-
-
-def _upgrade_trial(trial: dict[str, Any]) -> None:
-    """Bring a trial written by an older sweep to the current :class:`TrialRow` layout, in place: fields added
-    since get their empty value; ``anchored`` (added later) is the trial's own medians, as Optuna saw them then;
-    per-process telemetry kept per repetition gives ``telemetry`` from the last one."""
-    _fill(trial, _TRIAL_DEFAULTS)
-    trial.setdefault("anchored", trial["metrics"])
-    reps = trial["repetitions"] if isinstance(trial["repetitions"], list) else []
-    kept = [r["processes"] for r in reps if isinstance(r, dict) and r.get("processes")]
-    trial.setdefault("telemetry", kept[-1] if kept else [])
-    trial.setdefault("pairs", len(reps))
-
-
-def _upgrade_winner(summary: dict[str, Any]) -> None:
-    """Older sweeps named the best screened trial as the winner, with no confirmation on fresh pairs: it stays
-    named but unconfirmed (``confirmed`` False, ``effect`` None); the YAML they inlined is in ``winner.yaml`` now."""
-    if not isinstance(summary.get("winner"), dict):
-        summary["winner"] = {"reason": "no winner recorded"}
-    summary["winner"].pop("yaml", None)
-    _fill(summary["winner"], _WINNER_DEFAULTS)
 
 
 def _require_list(data: dict[str, Any], key: str, where: str, *, non_empty: bool) -> None:
     value = data.get(key)
     if not isinstance(value, list) or (non_empty and not value):
         raise UserError.single(where, "missing or empty" if non_empty else "missing (expected a list)", key)
-
-
-def flat(metrics: dict[str, Any]) -> dict[str, float]:
-    """Flat metrics of one repetition, whether stored nested (``ttft_ms: {p50: ...}``) or already flat."""
-    if all(isinstance(metrics.get(f"{family}_ms"), dict) for family in LATENCY_FAMILIES):
-        return flat_metrics(metrics)
-    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-def run_reps(run: Mapping[str, Any]) -> list[dict[str, float]]:
-    return [flat(rep["metrics"]) for rep in run["repetitions"]]
-
-
-def trial_reps(trial: Mapping[str, Any]) -> list[dict[str, float]]:
-    """Per-repetition flat metrics of a sweep trial (empty when the summary only kept their count)."""
-    reps = trial.get("repetitions")
-    if not isinstance(reps, list):
-        return []
-    return [flat(r["metrics"]) for r in reps if isinstance(r, dict) and isinstance(r.get("metrics"), dict)]
-
-
-def trial_process_lists(trial: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
-    """Per-process telemetry of a trial: per repetition when kept, else the one ``telemetry`` snapshot."""
-    reps = trial.get("repetitions")
-    per_rep = (
-        [r["processes"] for r in reps if isinstance(r, dict) and r.get("processes")] if isinstance(reps, list) else []
-    )
-    if per_rep:
-        return per_rep
-    telemetry = trial.get("telemetry")
-    return [telemetry] if isinstance(telemetry, list) and telemetry else []
-
-
-def median_of(reps: Sequence[dict[str, float]], metric: str) -> float | None:
-    values = [r[metric] for r in reps if metric in r and math.isfinite(r[metric])]
-    return statistics.median(values) if values else None
-
-
-def trial_metric(trial: Mapping[str, Any], metric: str) -> float | None:
-    """The trial's median of ``metric`` (its stored ``metrics``, else computed from repetitions)."""
-    value = (trial.get("metrics") or {}).get(metric)
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    return median_of(trial_reps(trial), metric)
-
-
-def objective_value(trial: Mapping[str, Any], metric: str) -> float | None:
-    """``metric`` as the study's objective saw it: anchored to the baseline."""
-    value = (trial.get("anchored") or {}).get(metric)
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    return trial_metric(trial, metric)

@@ -86,7 +86,7 @@ class PrecisionPoint:
 
 def precision_plot(path: Path, points: Sequence[PrecisionPoint], *, title: str) -> Path:
     """Precision against engine time per method: each measured point and its 1/sqrt(time) curve, log-log."""
-    from tuner.report.plots import SERIES_COLORS, figure, save
+    from tuner.report.figures import SERIES_COLORS, figure, save
 
     fig = figure(7, 4.2)
     ax = fig.subplots()

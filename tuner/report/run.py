@@ -21,13 +21,9 @@ from pathlib import Path
 
 from tuner.metrics.table import LATENCY_FAMILIES, METRIC_NAMES, metric_unit
 from tuner.records.files import write_text
-from tuner.records.loader import Loaded, load, run_reps
-from tuner.report.describe import (
-    aggregate_processes,
-    describe_strategies,
-    fmt_num,
-    vllm_version,
-)
+from tuner.records.loader import Loaded, load
+from tuner.records.values import run_reps
+from tuner.report.describe import aggregate_processes, describe_strategies, device, fmt_num, vllm_version
 from tuner.report.document import Doc
 from tuner.report.sections import environment_section, gc_sections
 from tuner.report.sweep import sweep_doc
@@ -64,21 +60,21 @@ def build_report(path: Path, out_dir: Path | None = None) -> list[Path]:
 
 
 def _run_doc(loaded: Loaded, out: Path) -> Doc:
-    from tuner.report import plots
+    from tuner.report import run_plots
 
     run = loaded.run
     reps = run_reps(run)
-    labels = [str(int(rep.get("index", i)) + 1) for i, rep in enumerate(run["repetitions"])]
-    doc = Doc(f"Run report: {run.get('experiment', '?')}")
-    env = run.get("environment") or {}
-    engine = run.get("engine") or {}
+    labels = [str(rep["index"] + 1) for rep in run["repetitions"]]
+    name = run["experiment"]
+    doc = Doc(f"Run report: {name}")
+    env, engine = run["environment"], run["engine"]
     doc.bullets(
         [
             f"source: `{loaded.path}` (schema `{run['schema']}`)",
-            f"created: {run.get('created', '?')}",
-            f"strategies: `{describe_strategies(run.get('strategies'))}`",
-            f"engine: {engine.get('mode', '?')} mode, start {fmt_num(engine.get('start_s'), 3)} s",
-            f"device: {env.get('device', '?')}; {vllm_version(env)}",
+            f"created: {run['created']}",
+            f"strategies: `{describe_strategies(run['strategies'])}`",
+            f"engine: {engine['mode']} mode, start {fmt_num(engine['start_s'], 3)} s",
+            f"device: {device(env)}; {vllm_version(env)}",
             f"repetitions: {len(reps)}",
         ]
     )
@@ -102,40 +98,42 @@ def _run_doc(loaded: Loaded, out: Path) -> Doc:
             ]
         )
     doc.table(["metric", "unit", "median", "mean", "min", "max", "CV"], rows)
-    workload_section(doc, out, run.get("workload"), title=str(run.get("experiment")))
+    workload_section(doc, out, run["workload"], title=name)
 
     doc.h("Throughput")
-    tokens = {m: [r.get(m, math.nan) for r in reps] for m in ("output_tokens_per_s", "total_tokens_per_s")}
-    requests = [r.get("requests_per_s", math.nan) for r in reps]
+    tokens = {m: _per_rep(reps, m) for m in ("output_tokens_per_s", "total_tokens_per_s")}
     doc.image(
-        plots.throughput(
-            out / "throughput.png", labels, tokens, requests, title=f"{run.get('experiment')}: throughput"
+        run_plots.throughput(
+            out / "throughput.png", labels, tokens, _per_rep(reps, "requests_per_s"), title=f"{name}: throughput"
         ),
         "Throughput per repetition (the dashed line is the median).",
     )
 
     doc.h("Latency")
     families = {
-        family: {pct: [r.get(f"{family}_{pct}_ms", math.nan) for r in reps] for pct in PERCENTILES}
-        for family in LATENCY_FAMILIES
+        family: {pct: _per_rep(reps, f"{family}_{pct}_ms") for pct in PERCENTILES} for family in LATENCY_FAMILIES
     }
     doc.image(
-        plots.latency(out / "latency.png", labels, families, title=f"{run.get('experiment')}: latency percentiles"),
+        run_plots.latency(out / "latency.png", labels, families, title=f"{name}: latency percentiles"),
         "TTFT, TPOT, ITL and E2E latency percentiles per repetition.",
     )
     doc.table(
         ["rep", *[f"{f.upper()} {p}" for f in LATENCY_FAMILIES for p in ("p50", "p99")]],
         [
-            [label] + [fmt_num(r.get(f"{f}_{p}_ms")) for f in LATENCY_FAMILIES for p in ("p50", "p99")]
-            for label, r in zip(labels, reps, strict=True)
+            [label] + [fmt_num(families[f][p][i]) for f in LATENCY_FAMILIES for p in ("p50", "p99")]
+            for i, label in enumerate(labels)
         ],
     )
 
-    processes = aggregate_processes(rep.get("processes") or [] for rep in run["repetitions"])
-    gc_sections(doc, out, {"run": processes}, title=str(run.get("experiment")))
+    lists = [rep["processes"] for rep in run["repetitions"]]
+    gc_sections(doc, out, {"run": aggregate_processes(lists)}, title=name)
     tail, timeline = run_tail(run)
-    lists = [rep.get("processes") or [] for rep in run["repetitions"]]
-    tail_sections(doc, out, {"run": (lists, tail)}, timeline, title=str(run.get("experiment")))
-    upstream_section(doc, run.get("strategies") or {}, env)
-    environment_section(doc, env, run.get("engine", {}).get("args"))
+    tail_sections(doc, out, {"run": (lists, tail)}, timeline, title=name)
+    upstream_section(doc, run["strategies"], env)
+    environment_section(doc, env, engine["args"])
     return doc
+
+
+def _per_rep(reps: list[dict[str, float]], metric: str) -> list[float]:
+    """``metric`` of each repetition (nan where one did not measure it)."""
+    return [r.get(metric, math.nan) for r in reps]

@@ -14,7 +14,7 @@ from tuner.report.document import Doc
 
 
 def gc_sections(doc: Doc, out: Path, series: dict[str, list[ProcessGc]], *, title: str, intro: str = "") -> None:
-    from tuner.report import plots
+    from tuner.report import gc_plots
 
     doc.h("Garbage collection per process")
     if intro:
@@ -34,10 +34,10 @@ def gc_sections(doc: Doc, out: Path, series: dict[str, list[ProcessGc]], *, titl
     windows = max((p.windows for procs in series.values() for p in procs), default=1)
     if edges:
         doc.image(
-            plots.gc_histograms(
+            gc_plots.gc_histograms(
                 out / "gc_pauses.png",
                 edges,
-                {f"{name} ({roles.get(name) or '-'})": counts for name, counts in hist.items()},
+                {f"{name} ({roles[name] or '-'})": counts for name, counts in hist.items()},
                 title=f"{title}: GC pause histogram per process",
             ),
             "GC pauses per process, counted in log-spaced buckets"
@@ -52,7 +52,7 @@ def gc_sections(doc: Doc, out: Path, series: dict[str, list[ProcessGc]], *, titl
         label: [_find(procs, n, lambda p: p.peak_rss_bytes / 2**20) for n in names] for label, procs in series.items()
     }
     doc.image(
-        plots.gc_share_rss(out / "gc_memory.png", names, share, rss, title=f"{title}: GC share and peak RSS"),
+        gc_plots.gc_share_rss(out / "gc_memory.png", names, share, rss, title=f"{title}: GC share and peak RSS"),
         "Share of wall time spent in GC and peak resident memory, per process.",
     )
     rows = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tuner.records.loader import TrialRow
 from tuner.report.describe import fmt_num, fmt_p, trial_label
 from tuner.report.document import Doc
 
@@ -16,42 +17,40 @@ def _percent(rate: float | None) -> str:
 
 
 def _longest(arm: Mapping[str, Any]) -> str:
-    if arm.get("longest_s") is None:
+    if arm["longest_s"] is None:
         return "-"
-    collecting = arm.get("longest_gc_s") or 0.0
+    collecting = arm["longest_gc_s"] or 0.0
     return f"{fmt_num(arm['longest_s'] * 1e3)} ms" + (f" (GC {fmt_num(collecting * 1e3)} ms)" if collecting else "")
 
 
-def _difference(diff: Mapping[str, Any]) -> str:
-    """Percentage points with the CI. Records from before the score interval put a side their swap-test inversion
-    could not bound (too few pairs) at a rate difference of +-1, which the score interval reaches only when the
-    point does: such a side reads 'unbounded'."""
+def _difference(diff: Mapping[str, Any] | None) -> list[str]:
+    """The difference cell (percentage points with the CI), its p and whether it is flagged. Records from before
+    the score interval put a side their swap-test inversion could not bound (too few pairs) at a rate difference of
+    +-1, which the score interval reaches only when the point does: such a side reads 'unbounded'."""
     if not diff:
-        return "-"
+        return ["-", "-", "no"]
     low, point, high = diff["ci_low"], diff["difference"], diff["ci_high"]
     unbounded = low <= -1 < point or point < 1 <= high
     ci = "unbounded" if unbounded else f"[{100 * low:+.2f}, {100 * high:+.2f}]"
-    return f"{100 * point:+.2f} {ci}"
+    return [f"{100 * point:+.2f} {ci}", fmt_p(diff["p_value"]), "yes" if diff["flagged"] else "no"]
 
 
-def stall_section(doc: Doc, trials: Sequence[Mapping[str, Any]]) -> None:
+def stall_section(doc: Doc, trials: Sequence[TrialRow]) -> None:
     """One row per trial whose step-level comparison counted stalls; nothing when none did."""
     rows = []
     rule: Mapping[str, Any] = {}
     for trial in trials:
-        stalls = (trial.get("step_interleave") or {}).get("stalls")
+        stalls = (trial["step_interleave"] or {}).get("stalls")  # none before stalls were counted
         if not stalls:
             continue
         rule = stalls["rule"]
-        a, b, diff = stalls["arms"]["A"], stalls["arms"]["B"], stalls.get("difference") or {}
+        a, b = stalls["arms"]["A"], stalls["arms"]["B"]
         rows.append(
             [
                 trial_label(trial),
                 f"{_percent(a['rate'])} of {a['steps']}",
                 f"{_percent(b['rate'])} of {b['steps']}",
-                _difference(diff),
-                fmt_p(diff.get("p_value")),
-                "yes" if diff.get("flagged") else "no",
+                *_difference(stalls["difference"]),
                 _longest(b),
             ]
         )

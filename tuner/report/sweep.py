@@ -3,19 +3,23 @@ latency of the baseline against the best trial, and parameter importance; one fu
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tuner.metrics.table import HIGHER_IS_BETTER, metric_unit
-from tuner.records.loader import Loaded, objective_value, trial_process_lists
+from tuner.plugin.protocol import ProcessReport
+from tuner.records.loader import Loaded, SweepSummary, TrialRow, TrialState
+from tuner.records.values import min_effect, objective_value, trial_estimate, trial_process_lists, trial_ratio
 from tuner.report.describe import (
     ProcessGc,
     aggregate_processes,
     baseline_trial,
     describe_engine,
     describe_strategies,
+    device,
     fmt_num,
     fmt_p,
     fmt_ratio,
@@ -35,10 +39,9 @@ from tuner.report.upstream_section import upstream_section
 from tuner.report.workload_section import workload_section
 
 
-def _confirmation_section(doc: Doc, summary: Mapping[str, Any]) -> None:
+def _confirmation_section(doc: Doc, summary: SweepSummary) -> None:
     """The power statements and the candidates' screening and confirmation estimates side by side."""
-    power = summary.get("power") or {}
-    confirmation = summary.get("confirmation")
+    power, confirmation = summary["power"], summary["confirmation"]
     if not power and confirmation is None:
         return  # a summary from before the confirmation phase
     doc.h("Confirmation")
@@ -46,36 +49,23 @@ def _confirmation_section(doc: Doc, summary: Mapping[str, Any]) -> None:
         "Screening (the search) only nominates candidates; each is re-tested against the baseline on fresh pairs "
         "(O'Brien-Fleming looks, Holm across candidates). Only the confirmation estimate is an effect."
     )
-    titles = {"before_screening": "Power before screening", "before_confirmation": "Power before confirmation"}
-    for phase, title in titles.items():
-        if power.get(phase):
-            doc.p(f"{title}:")
-            doc.bullets(list(power[phase]["lines"]))
+    for phase, statement in power.items():
+        if statement:
+            doc.p(f"{POWER_TITLES[phase]}:")
+            doc.bullets(list(statement["lines"]))
     if confirmation is None:
-        doc.p(str((summary.get("winner") or {}).get("reason", "confirmation pending")))
+        doc.p(summary["winner"]["reason"])
         return
-    doc.bullets(list(confirmation.get("notes") or []) + [m for m in [confirmation.get("mde_note")] if m])
+    doc.bullets([*confirmation["notes"], *([confirmation["mde_note"]] if confirmation["mde_note"] else [])])
     decision = confirmation["decision"]
-    plans = {p["trial"]: p for p in confirmation.get("plan") or [] if isinstance(p, dict)}  # per candidate (newer)
-    rows = {r["trial"]: r for r in decision["rows"]}
+    plans = {plan["trial"]: plan for plan in confirmation["plan"]}  # per candidate (newer)
+    rows = {row["trial"]: row for row in decision["rows"]}
     first = summary["objectives"][0]["metric"]
-    screened = {t["number"]: (t.get("ratios") or {}).get(first) for t in summary.get("trials") or []}
+    screened = {t["number"]: trial_ratio(t, first) for t in summary["trials"]}
     doc.table(
         ["trial", "measured by", "planned pairs (MDE)", "screening ratio [95% CI]", "confirmation ratio [95% CI]",
          "pairs", "p (Holm)", "status"],
-        [
-            [
-                f"#{trial}",
-                str((plans.get(trial) or {}).get("grain") or "-"),
-                _planned(plans.get(trial)),
-                fmt_ratio((rows.get(trial) or {}).get("screening") or screened.get(trial)),
-                fmt_ratio((rows.get(trial) or {}).get("confirmation")),
-                str(((rows.get(trial) or {}).get("confirmation") or {}).get("n", 0)),
-                fmt_p((rows.get(trial) or {}).get("p_holm")),
-                (rows.get(trial) or {}).get("status") or "not measured: its budget cannot reach the test's level",
-            ]
-            for trial in (plans or rows)
-        ]
+        [_candidate_row(trial, plans.get(trial), rows.get(trial), screened.get(trial)) for trial in (plans or rows)]
         or [["-", "-", "-", "-", "-", "-", "-", decision["reason"]]],
     )  # fmt: skip
     doc.p(
@@ -85,17 +75,42 @@ def _confirmation_section(doc: Doc, summary: Mapping[str, Any]) -> None:
     )
 
 
+def _candidate_row(
+    trial: int, plan: Mapping[str, Any] | None, row: Mapping[str, Any] | None, screened: dict[str, Any] | None
+) -> list[str]:
+    """One candidate of the confirmation: its plan (None: not planned on its own), its decision row (None: not
+    measured) and its screening ratio."""
+    grain = str(plan["grain"] or "-") if plan else "-"
+    if row is None:
+        return [f"#{trial}", grain, _planned(plan), fmt_ratio(screened), "-", "0", "-", NOT_MEASURED]
+    confirmed = row["confirmation"]
+    return [
+        f"#{trial}",
+        grain,
+        _planned(plan),
+        fmt_ratio(row["screening"] or screened),
+        fmt_ratio(confirmed),
+        str(confirmed["n"] if confirmed else 0),
+        fmt_p(row["p_holm"]),
+        row["status"] or NOT_MEASURED,
+    ]
+
+
 def _planned(plan: Mapping[str, Any] | None) -> str:
     if not plan:
         return "-"
-    mde = f"{plan['mde']:.2%}" if plan.get("mde") is not None else "-"
+    mde = f"{plan['mde']:.2%}" if plan["mde"] is not None else "-"
     return f"{plan['pairs']} ({mde})"
+
+
+POWER_TITLES = {"before_screening": "Power before screening", "before_confirmation": "Power before confirmation"}
+NOT_MEASURED = "not measured: its budget cannot reach the test's level"
 
 
 def sweep_doc(loaded: Loaded, out: Path) -> Doc:
     """The sweep's report, section by section."""
     summary = loaded.sweep
-    name = str(summary.get("experiment", "?"))
+    name = summary["experiment"]
     trials = sorted(summary["trials"], key=lambda t: t["number"])
     doc = Doc(f"Sweep report: {name}")
     _overview(doc, loaded, trials)
@@ -107,62 +122,51 @@ def sweep_doc(loaded: Loaded, out: Path) -> Doc:
     _pareto_section(doc, out, summary, trials, name)
     _baseline_against_best(doc, out, summary, name)
     _importance_section(doc, out, summary, name)
-    upstream_section(doc, (s for t in trials for s in t.get("strategies") or {}), summary.get("environment") or {})
-    environment_section(doc, summary.get("environment") or {}, None)
+    upstream_section(doc, (s for t in trials for s in t["strategies"]), summary["environment"])
+    environment_section(doc, summary["environment"], None)
     return doc
 
 
-def _overview(doc: Doc, loaded: Loaded, trials: Sequence[Mapping[str, Any]]) -> None:
+def _overview(doc: Doc, loaded: Loaded, trials: Sequence[TrialRow]) -> None:
     summary = loaded.sweep
-    objectives = summary["objectives"]
-    constraints = summary.get("constraints") or []
-    env = summary.get("environment") or {}
-    switches = sorted(s for s in summary.get("switch_s") or [] if isinstance(s, (int, float)))
+    switches = sorted(s for s in summary["switch_s"] if isinstance(s, (int, float)))
+    states = sorted({t["state"] for t in trials})
     doc.bullets(
         [
             f"source: `{loaded.path}` (schema `{summary['schema']}`)",
-            f"created: {summary.get('created', '?')}",
-            "objectives: " + ", ".join(f"{o['metric']} ({o.get('direction', '?')})" for o in objectives),
-            "constraints: " + (", ".join(_constraint(c) for c in constraints) or "none"),
-            f"trials: {len(trials)} ("
-            + ", ".join(f"{s} {sum(t['state'] == s for t in trials)}" for s in sorted({t["state"] for t in trials}))
-            + ")",
-            f"engine starts: {summary.get('engine_starts', '?')}"
+            f"created: {summary['created']}",
+            "objectives: " + ", ".join(f"{o['metric']} ({o['direction']})" for o in summary["objectives"]),
+            "constraints: " + (", ".join(_constraint(c) for c in summary["constraints"]) or "none"),
+            f"trials: {len(trials)} (" + ", ".join(f"{s} {sum(t['state'] == s for t in trials)}" for s in states) + ")",
+            f"engine starts: {summary['engine_starts']}"
             + (f", median switch {switches[len(switches) // 2] * 1e3:.1f} ms" if switches else ""),
-            f"device: {env.get('device', '?')}; {vllm_version(env)}",
+            f"device: {device(summary['environment'])}; {vllm_version(summary['environment'])}",
         ]
     )
 
 
-def _winner_section(doc: Doc, summary: Mapping[str, Any]) -> None:
-    winner = summary.get("winner") or {}
+def _winner_section(doc: Doc, summary: SweepSummary) -> None:
+    winner = summary["winner"]
     doc.h("Winner")
-    if winner.get("trial") is not None:
+    if winner["trial"] is not None:
+        engine = describe_engine(winner["engine"], winner["vllm_env"])
         doc.p(
-            f"**Trial #{winner['trial']}**: `{describe_strategies(winner.get('strategies'))}`"
-            + (
-                f" with engine `{describe_engine(winner.get('engine'), winner.get('vllm_env'))}`"
-                if winner.get("engine") or winner.get("vllm_env")
-                else ""
-            )
-            + (f" ({winner['reason']})" if winner.get("reason") else "")
+            f"**Trial #{winner['trial']}**: `{describe_strategies(winner['strategies'])}`"
+            + (f" with engine `{engine}`" if engine else "")
+            + (f" ({winner['reason']})" if winner["reason"] else "")
         )
     else:
-        doc.p(
-            f"No winner: {winner.get('reason', 'no trial significantly beats the baseline')}; keep vLLM as installed."
-        )
-    if winner.get("effect"):
+        doc.p(f"No winner: {winner['reason']}; keep vLLM as installed.")
+    if winner["effect"]:
         doc.p(
             f"Effect (the confirmation estimate on fresh pairs, not the screening one): {fmt_ratio(winner['effect'])}"
         )
-    if winner.get("env") and winner["confirmed"]:
-        doc.code(str(winner["env"]))
+    if winner["env"] and winner["confirmed"]:
+        doc.code(winner["env"])
 
 
-def _trials_section(
-    doc: Doc, out: Path, summary: Mapping[str, Any], trials: Sequence[Mapping[str, Any]], name: str
-) -> None:
-    from tuner.report import plots
+def _trials_section(doc: Doc, out: Path, summary: SweepSummary, trials: Sequence[TrialRow], name: str) -> None:
+    from tuner.report import sweep_plots
 
     objectives = summary["objectives"]
     metrics = ratio_metrics(summary)
@@ -176,24 +180,24 @@ def _trials_section(
     headers += ["measured by", *[f"{metric_title(m)} ratio [95% CI]" for m in metrics]]
     headers += ["p", "feasible", "screening call", "note"]
     first = objectives[0]["metric"]
-    margin = ((summary.get("config") or {}).get("search") or {}).get("confirm", {}).get("min_effect")
+    margin = min_effect(summary)
     rows = []
     for t in trials:
-        ratios = t.get("ratios") or {}
-        note = t.get("failure") or ""
-        if t["number"] in (summary.get("pareto") or []):
+        note = t["failure"] or ""
+        if t["number"] in summary["pareto"]:
             note = ("Pareto; " + note) if note else "Pareto"
+        base = t["is_baseline"]
         rows.append(
             [
                 str(t["number"]),
                 t["state"],
-                "baseline" if t.get("is_baseline") else trial_label(t).split(" ", 1)[1],
+                "baseline" if base else trial_label(t).split(" ", 1)[1],
                 *[fmt_num(objective_value(t, o["metric"])) for o in objectives],
                 measured_by(t),
-                *[fmt_ratio(ratios.get(m)) if not t.get("is_baseline") else "1 (reference)" for m in metrics],
-                fmt_p((ratios.get(first) or {}).get("p_value")),
-                _feasible(t.get("feasible")),
-                "baseline" if t.get("is_baseline") else verdict_words(t.get("verdict"), screening=True, margin=margin),
+                *["1 (reference)" if base else fmt_ratio(trial_ratio(t, m)) for m in metrics],
+                fmt_p(estimate.p_value if (estimate := trial_estimate(t, first)) else None),
+                _feasible(t["feasible"]),
+                "baseline" if base else verdict_words(t["verdict"], screening=True, margin=margin),
                 note,
             ]
         )
@@ -210,24 +214,22 @@ def _trials_section(
         "between trials cancels."
     )
     doc.p(
-        f"screening calls 'better' (unadjusted): {_numbers(summary.get('best'))}; "
-        f"Pareto front: {_numbers(summary.get('pareto'))}"
+        f"screening calls 'better' (unadjusted): {_numbers(summary['best'])}; "
+        f"Pareto front: {_numbers(summary['pareto'])}"
     )
 
     if metrics:
         panels = [_ratio_panel(trials, m) for m in metrics]
         doc.image(
-            plots.ratios(out / "ratios.png", panels, title=f"{name}: trials relative to the baseline"),
+            sweep_plots.ratios(out / "ratios.png", panels, title=f"{name}: trials relative to the baseline"),
             "Each trial's ratio to the baseline with its 95% CI, coloured by verdict; hatched bars are infeasible.",
         )
     else:
         doc.p("No trial carries ratios to the baseline yet.")
 
 
-def _pareto_section(
-    doc: Doc, out: Path, summary: Mapping[str, Any], trials: Sequence[Mapping[str, Any]], name: str
-) -> None:
-    from tuner.report import plots
+def _pareto_section(doc: Doc, out: Path, summary: SweepSummary, trials: Sequence[TrialRow], name: str) -> None:
+    from tuner.report import sweep_plots
 
     objectives = summary["objectives"]
     if len(objectives) < 2:
@@ -235,26 +237,26 @@ def _pareto_section(
     doc.h("Pareto front")
     x_metric, y_metric = objectives[0]["metric"], objectives[1]["metric"]
     points = [
-        plots.ParetoPoint(
+        sweep_plots.ParetoPoint(
             label=f"#{t['number']}",
             x=x,
             y=y,
-            front=t["number"] in (summary.get("pareto") or []),
-            feasible=t.get("feasible") is not False,
-            baseline=bool(t.get("is_baseline")),
+            front=t["number"] in summary["pareto"],
+            feasible=t["feasible"] is not False,
+            baseline=t["is_baseline"],
         )
         for t in trials
-        if t["state"] == "COMPLETE"
+        if t["state"] == TrialState.COMPLETE
         and (x := objective_value(t, x_metric)) is not None
         and (y := objective_value(t, y_metric)) is not None
     ]
     if points:
         doc.image(
-            plots.pareto(
+            sweep_plots.pareto(
                 out / "pareto.png",
                 points,
-                x_label=_axis(x_metric, objectives[0].get("direction")),
-                y_label=_axis(y_metric, objectives[1].get("direction")),
+                x_label=_axis(x_metric, objectives[0]["direction"]),
+                y_label=_axis(y_metric, objectives[1]["direction"]),
                 title=f"{name}: {metric_title(x_metric)} vs {metric_title(y_metric)}",
             ),
             "The first two objectives as Optuna saw them: each trial's paired ratio times the baseline's median, "
@@ -264,7 +266,7 @@ def _pareto_section(
         doc.p("No completed trial has values for both objectives.")
 
 
-def _baseline_against_best(doc: Doc, out: Path, summary: Mapping[str, Any], name: str) -> None:
+def _baseline_against_best(doc: Doc, out: Path, summary: SweepSummary, name: str) -> None:
     """GC and tail latency of the baseline beside the best trial."""
     base = baseline_trial(summary)
     best, why = pick_best(summary)
@@ -272,28 +274,29 @@ def _baseline_against_best(doc: Doc, out: Path, summary: Mapping[str, Any], name
     if base is not None:
         series["baseline"] = aggregate_processes(trial_process_lists(base))
     if best is not None:
-        short = "winner" if why.startswith(("confirmed", "best significant")) else "top ratio"
+        short = "winner" if why.startswith("confirmed") else "top ratio"
         series[f"#{best['number']} ({short})"] = aggregate_processes(trial_process_lists(best))
     intro = f"The baseline against trial #{best['number']} ({why}): `{trial_label(best)}`." if best else ""
     gc_sections(doc, out, series, title=name, intro=intro)
-    configs: dict[str, tuple[list[list[dict[str, Any]]], dict[str, Any] | None]] = {}
+    configs: dict[str, tuple[list[list[ProcessReport]], dict[str, Any] | None]] = {}
     timeline = None
     for trial, label in ((base, "baseline"), (best, f"#{best['number']}" if best else "")):
         if trial is not None and label not in configs:
-            configs[label] = (trial_process_lists(trial), (trial.get("tail") or {}).get("trial"))
-            timeline = (trial.get("tail") or {}).get("timeline") or timeline
+            tail = trial["tail"]
+            configs[label] = (trial_process_lists(trial), tail["trial"] if tail else None)
+            timeline = (tail["timeline"] if tail else None) or timeline
     tail_sections(doc, out, configs, timeline, title=name)
 
 
-def _importance_section(doc: Doc, out: Path, summary: Mapping[str, Any], name: str) -> None:
-    from tuner.report import plots
+def _importance_section(doc: Doc, out: Path, summary: SweepSummary, name: str) -> None:
+    from tuner.report import sweep_plots
 
     first = summary["objectives"][0]["metric"]
     doc.h("Parameter importance")
-    importance = {k: float(v) for k, v in (summary.get("importance") or {}).items() if isinstance(v, (int, float))}
+    importance = {k: float(v) for k, v in summary["importance"].items() if isinstance(v, (int, float))}
     if importance:
         doc.image(
-            plots.importance(out / "importance.png", importance, title=f"{name}: parameter importance"),
+            sweep_plots.importance(out / "importance.png", importance, title=f"{name}: parameter importance"),
             f"Optuna parameter importance for the first objective ({first}).",
         )
         doc.table(
@@ -303,30 +306,27 @@ def _importance_section(doc: Doc, out: Path, summary: Mapping[str, Any], name: s
         doc.p("Not available: too few completed trials (or too little variation) for an importance estimate.")
 
 
-def _ratio_panel(trials: Sequence[Mapping[str, Any]], metric: str) -> Any:
-    from tuner.report import plots
+def _ratio_panel(trials: Sequence[TrialRow], metric: str) -> Any:
+    from tuner.report import sweep_plots
 
     bars = []
     for t in trials:
-        if t.get("is_baseline"):
-            bars.append(plots.RatioBar(f"#{t['number']}\nbaseline", 1.0, 1.0, 1.0, "baseline", True, True))
-            continue
-        r = (t.get("ratios") or {}).get(metric)
-        if not r or r.get("ratio") is None:
-            continue
-        bars.append(
-            plots.RatioBar(
-                label=f"#{t['number']}\n{_wrap(describe_strategies(t.get('strategies')))}",
-                ratio=float(r["ratio"]),
-                ci_low=float(r["ci_low"]) if r.get("ci_low") is not None else float(r["ratio"]),
-                ci_high=float(r["ci_high"]) if r.get("ci_high") is not None else float(r["ratio"]),
-                verdict=str(r.get("verdict") or "not_significant"),
-                feasible=t.get("feasible") is not False,
-                baseline=False,
+        if t["is_baseline"]:
+            bars.append(sweep_plots.RatioBar(f"#{t['number']}\nbaseline", 1.0, 1.0, 1.0, "baseline", True, True))
+        elif (estimate := trial_estimate(t, metric)) is not None:
+            bars.append(
+                sweep_plots.RatioBar(
+                    label=f"#{t['number']}\n{_wrap(describe_strategies(t['strategies']))}",
+                    ratio=estimate.ratio,
+                    ci_low=estimate.ratio if math.isnan(estimate.ci_low) else estimate.ci_low,
+                    ci_high=estimate.ratio if math.isnan(estimate.ci_high) else estimate.ci_high,
+                    verdict=estimate.verdict or "not_significant",
+                    feasible=t["feasible"] is not False,
+                    baseline=False,
+                )
             )
-        )
     direction = "higher is better" if metric in HIGHER_IS_BETTER else "lower is better"
-    return plots.RatioPanel(f"{metric_title(metric)} ({direction})", bars)
+    return sweep_plots.RatioPanel(f"{metric_title(metric)} ({direction})", bars)
 
 
 def _wrap(text: str, width: int = 22, lines: int = 4) -> str:
@@ -342,24 +342,20 @@ def _wrap(text: str, width: int = 22, lines: int = 4) -> str:
     return "\n".join(out)
 
 
-def _axis(metric: str, direction: str | None) -> str:
+def _axis(metric: str, direction: str) -> str:
     unit = metric_unit(metric)
-    arrow = {"maximize": "higher is better", "minimize": "lower is better"}.get(direction or "", "")
+    arrow = {"maximize": "higher is better", "minimize": "lower is better"}.get(direction, "")
     return f"{metric_title(metric)}" + (f" [{unit}]" if unit else "") + (f" ({arrow})" if arrow else "")
 
 
-def _constraint(c: dict[str, Any]) -> str:
-    bounds = []
-    if c.get("max") is not None:
-        bounds.append(f"≤ {c['max']:g}")
-    if c.get("min") is not None:
-        bounds.append(f"≥ {c['min']:g}")
+def _constraint(c: Mapping[str, Any]) -> str:
+    bounds = [f"{sign} {c[bound]:g}" for bound, sign in (("max", "≤"), ("min", "≥")) if c.get(bound) is not None]
     return f"{c['metric']} {' and '.join(bounds)} {metric_unit(c['metric'])}".rstrip()
 
 
-def _feasible(value: Any) -> str:
+def _feasible(value: bool | None) -> str:
     return "-" if value is None else ("yes" if value else "**no**")
 
 
-def _numbers(values: Any) -> str:
+def _numbers(values: Sequence[int]) -> str:
     return ", ".join(f"#{n}" for n in values) if values else "none"

@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tuner.metrics.tail_attribution import pooled
+from tuner.plugin.protocol import ProcessReport
+from tuner.records.loader import RunRecord
 from tuner.report.document import Doc
 
+PAUSE_CLASSES: tuple[Literal["critical", "hidden", "overran"], ...] = ("critical", "hidden", "overran")
 
-def critical_rows(label: str, process_lists: Iterable[Sequence[Mapping[str, Any]]]) -> list[list[str]]:
+
+def critical_rows(label: str, process_lists: Iterable[Sequence[ProcessReport]]) -> list[list[str]]:
     """Per process and class (critical, hidden): collections per generation, total, share of wall time, longest,
     summed over the measurement windows."""
     sums: dict[tuple[str, str], dict[str, Any]] = {}
-    walls: dict[str, float] = {}
+    walls: defaultdict[str, float] = defaultdict(float)
     for processes in process_lists:
         for proc in processes:
-            gc = proc.get("gc") or {}
+            gc = proc["gc"]
             if "critical" not in gc:
                 continue  # telemetry from before the classification
-            name = str(proc.get("process_name"))
-            walls[name] = walls.get(name, 0.0) + float(gc["window_s"])
-            for kind in ("critical", "hidden", "overran"):
+            name = str(proc["process_name"])
+            walls[name] += float(gc["window_s"])
+            for kind in PAUSE_CLASSES:
                 if kind not in gc:
                     continue
                 into = sums.setdefault((name, kind), {"n": [0, 0, 0], "s": 0.0, "max": 0.0})
@@ -60,14 +65,14 @@ def attribution_rows(label: str, record: Mapping[str, Any]) -> list[list[str]]:
 def tail_sections(
     doc: Doc,
     out: Path,
-    configs: Mapping[str, tuple[Iterable[Sequence[Mapping[str, Any]]], Mapping[str, Any] | None]],
+    configs: Mapping[str, tuple[Iterable[Sequence[ProcessReport]], Mapping[str, Any] | None]],
     timeline: Mapping[str, Any] | None,
     *,
     title: str,
 ) -> None:
     """The critical-path GC table, the tail attribution table and the timeline plot; ``configs`` maps a label to
     its process lists and pooled attribution."""
-    from tuner.report import plots
+    from tuner.report import gc_plots
 
     doc.h("GC on the critical path")
     doc.p(
@@ -105,13 +110,13 @@ def tail_sections(
     )
     if timeline:
         doc.image(
-            plots.timeline(out / "timeline.png", timeline, title=f"{title}: the slowest token's window"),
+            gc_plots.timeline(out / "timeline.png", timeline, title=f"{title}: the slowest token's window"),
             "EngineCore steps, GC pauses per process and the slowest inter-token gaps in one window.",
         )
 
 
-def run_tail(run: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def run_tail(run: RunRecord) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """A run's pooled attribution and its last repetition's timeline."""
-    tails = [rep.get("tail") for rep in run["repetitions"]]
+    tails = [rep["tail"] for rep in run["repetitions"]]
     last = next((t for t in reversed(tails) if t), None)
-    return pooled(tails), (last or {}).get("timeline")
+    return pooled(tails), last["timeline"] if last else None

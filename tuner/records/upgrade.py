@@ -1,0 +1,152 @@
+"""Older result files brought to the current layout, in place: what :func:`tuner.records.loader.load` guarantees.
+
+Fields are only ever added within a schema's major version; a file written before a field existed gets its empty
+value, so that every field of a record type (:mod:`tuner.records.loader`) is present after loading. Fields every
+version wrote are filled too, empty, so that a hand-made or truncated file reads as one with nothing in them.
+Nothing on disk changes.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+_RUN_DEFAULTS: dict[str, Any] = {
+    "kind": "run",
+    "experiment": "",
+    "created": "",
+    "config": {},
+    "engine": {},
+    "environment": {},
+    "strategies": {},
+    "summary": {},
+    "memory": {},
+    "workload": None,
+}
+_ENGINE_DEFAULTS: dict[str, Any] = {"args": {}, "start_s": math.nan, "mode": "", "env": {}}
+_REPETITION_DEFAULTS: dict[str, Any] = {"processes": [], "tail": None}
+_ENVIRONMENT_DEFAULTS: dict[str, Any] = {
+    **dict.fromkeys(("python", "platform", "cpu_count", "cpu_model", "device", "git_sha", "hostname")),
+    "versions": {},
+}
+_TRIAL_DEFAULTS: dict[str, Any] = {
+    "is_baseline": False,
+    "aa": False,
+    "strategies": {},
+    "engine": {},
+    "env": None,
+    "restart_pairs": None,
+    "engine_stops": None,
+    "stop_time": None,
+    "params": {},
+    "values": None,
+    "metrics": {},
+    "ratios": {},
+    "feasible": None,
+    "feasible_ci": None,
+    "slo_checks": [],
+    "verdict": None,
+    "switch_s": [],
+    "token_ids_match": None,
+    "repetitions": [],
+    "tail": None,
+    "failure": None,
+    "worker": None,
+    "step_interleave": None,
+    "gc_pacing": None,
+}
+_SUMMARY_DEFAULTS: dict[str, Any] = {
+    "kind": "sweep",
+    "experiment": "",
+    "study": None,
+    "created": "",
+    "environment": {},
+    "config": {},
+    "constraints": [],
+    "engine_starts": None,
+    "start_s": [],
+    "switch_s": [],
+    "pareto": [],
+    "importance": {},
+    "best": [],
+    "confirmation": None,
+    "power": {},
+    "incomplete": [],
+    "workload": None,
+}
+_WINNER_DEFAULTS: dict[str, Any] = {
+    "trial": None,
+    "confirmed": False,
+    "reason": "",
+    "effect": None,
+    "strategies": {},
+    "engine": {},
+    "env": "",
+    "vllm_env": {},
+}
+_CONFIRMATION_DEFAULTS: dict[str, Any] = {"notes": [], "plan": [], "mde_note": None}
+
+
+def _fill(record: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Give ``record`` each field of ``defaults`` it lacks, as a copy of the default."""
+    for key, default in defaults.items():
+        if key not in record:
+            record[key] = copy.deepcopy(default)
+
+
+def upgrade_run(run: dict[str, Any]) -> None:
+    """Bring a run to the current :class:`tuner.records.loader.RunRecord` layout; a repetition's ``index`` is its
+    place."""
+    _fill(run, _RUN_DEFAULTS)
+    _fill(run["engine"], _ENGINE_DEFAULTS)
+    _fill(run["environment"], _ENVIRONMENT_DEFAULTS)
+    for index, rep in enumerate(run["repetitions"]):
+        rep.setdefault("index", index)
+        _fill(rep, _REPETITION_DEFAULTS)
+
+
+def _upgrade_trial(trial: dict[str, Any]) -> None:
+    """Bring a trial written by an older sweep to the current :class:`tuner.records.loader.TrialRow` layout: fields
+    added since get their empty value; ``anchored`` (added later) is the trial's own medians, as Optuna saw them;
+    per-process telemetry kept per repetition gives ``telemetry`` from the last one. Repetitions stored as a
+    count, or without metrics, are left out (``pairs`` still counts them)."""
+    _fill(trial, _TRIAL_DEFAULTS)
+    trial.setdefault("anchored", trial["metrics"])
+    reps = trial["repetitions"] if isinstance(trial["repetitions"], list) else []
+    kept = [r["processes"] for r in reps if isinstance(r, dict) and r.get("processes")]
+    trial.setdefault("telemetry", kept[-1] if kept else [])
+    trial.setdefault("pairs", len(reps))
+    trial["repetitions"] = [r for r in reps if isinstance(r, dict) and isinstance(r.get("metrics"), dict)]
+
+
+def _upgrade_winner(summary: dict[str, Any]) -> None:
+    """Older sweeps named the best screened trial as the winner, with no confirmation on fresh pairs: it stays
+    named but unconfirmed (``confirmed`` False, ``effect`` None); the YAML they inlined is in ``winner.yaml`` now."""
+    if not isinstance(summary.get("winner"), dict):
+        summary["winner"] = {"reason": "no winner recorded"}
+    summary["winner"].pop("yaml", None)
+    _fill(summary["winner"], _WINNER_DEFAULTS)
+
+
+def _upgrade_confirmation(confirmation: dict[str, Any] | None) -> None:
+    """A confirmation record with the fields readers take: ``notes``, ``mde_note`` (None without one) and ``plan``,
+    each candidate's plan (older studies planned the candidates together, in one object: none of them then)."""
+    if confirmation is None:
+        return
+    _fill(confirmation, _CONFIRMATION_DEFAULTS)
+    plan = confirmation["plan"]
+    confirmation["plan"] = [p for p in plan if isinstance(p, dict)] if isinstance(plan, list) else []
+
+
+def upgrade_summary(summary: dict[str, Any]) -> None:
+    """Bring a sweep summary (its objectives, trials, winner and confirmation too) to the current
+    :class:`tuner.records.loader.SweepSummary` layout."""
+    for objective in summary["objectives"]:
+        objective.setdefault("direction", "")
+    for trial in summary["trials"]:
+        _upgrade_trial(trial)
+    _fill(summary, _SUMMARY_DEFAULTS)
+    _fill(summary["environment"], _ENVIRONMENT_DEFAULTS)
+    _upgrade_winner(summary)
+    _upgrade_confirmation(summary["confirmation"])

@@ -1,0 +1,85 @@
+"""The numbers readers take out of loaded records: flat per-repetition metrics, a trial's medians, the values its
+study saw, its ratios to the baseline, and the settings of the experiment a record was measured with.
+
+Per-repetition metrics are nested in a run (``ttft_ms: {p50: ...}``, as measured) and flat in a sweep trial (as
+paired); :func:`flat` reads both.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from tuner.metrics.table import LATENCY_FAMILIES
+from tuner.metrics.timings import flat_metrics
+from tuner.plugin.protocol import ProcessReport
+from tuner.records.loader import RunRecord, SweepSummary, TrialRow
+from tuner.stats import RatioEstimate
+
+
+def flat(metrics: dict[str, Any]) -> dict[str, float]:
+    """Flat metrics of one repetition, whether stored nested (``ttft_ms: {p50: ...}``) or already flat."""
+    if all(isinstance(metrics.get(f"{family}_ms"), dict) for family in LATENCY_FAMILIES):
+        return flat_metrics(metrics)
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def run_reps(run: RunRecord) -> list[dict[str, float]]:
+    """Per-repetition flat metrics of a run."""
+    return [flat(rep["metrics"]) for rep in run["repetitions"]]
+
+
+def trial_reps(trial: TrialRow) -> list[dict[str, float]]:
+    """Per-repetition flat metrics of a sweep trial (empty when the summary only kept their count)."""
+    return [flat(rep["metrics"]) for rep in trial["repetitions"]]
+
+
+def trial_process_lists(trial: TrialRow) -> list[list[ProcessReport]]:
+    """Per-process telemetry of a trial: per repetition where an older sweep kept it, else the one ``telemetry``
+    snapshot."""
+    per_rep = [rep["processes"] for rep in trial["repetitions"] if rep.get("processes")]
+    return per_rep or ([trial["telemetry"]] if trial["telemetry"] else [])
+
+
+def median_of(reps: Sequence[dict[str, float]], metric: str) -> float | None:
+    values = [r[metric] for r in reps if metric in r and math.isfinite(r[metric])]
+    return statistics.median(values) if values else None
+
+
+def trial_metric(trial: TrialRow, metric: str) -> float | None:
+    """The trial's median of ``metric`` (its stored ``metrics``, else computed from repetitions)."""
+    value = trial["metrics"].get(metric)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return median_of(trial_reps(trial), metric)
+
+
+def objective_value(trial: TrialRow, metric: str) -> float | None:
+    """``metric`` as the study's objective saw it: anchored to the baseline."""
+    value = trial["anchored"].get(metric)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return trial_metric(trial, metric)
+
+
+def trial_ratio(trial: TrialRow, metric: str) -> dict[str, Any] | None:
+    """The trial's paired ratio to the baseline for ``metric`` as stored (None where not measured)."""
+    return trial["ratios"].get(metric)
+
+
+def trial_estimate(trial: TrialRow, metric: str) -> RatioEstimate | None:
+    """The trial's paired ratio to the baseline for ``metric`` as an estimate (None where none was estimated)."""
+    return RatioEstimate.from_dict(trial_ratio(trial, metric))
+
+
+def engine_overrides(run: RunRecord) -> dict[str, Any]:
+    """The engine-arg overrides a run's experiment asked for (its ``engine.args`` are them resolved)."""
+    return run["config"].get("engine") or {}
+
+
+def min_effect(summary: SweepSummary) -> float | None:
+    """The equivalence margin of a sweep's confirmation (None: a summary from before it was kept)."""
+    search = summary["config"].get("search") or {}
+    return (search.get("confirm") or {}).get("min_effect")
