@@ -77,7 +77,11 @@ def engine_session() -> Iterator[EngineSession]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the tests on the shared engine last, so it never idles beside the engines other tests start."""
+    """Run the tests on the shared engine last, so it never idles beside the engines other tests start; a test on
+    it is an engine test whatever its module says (the fast loop runs the others on both cores)."""
+    for item in items:
+        if "engine_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.engine)
     items.sort(key=lambda item: "engine_session" in getattr(item, "fixturenames", ()))
 
 
