@@ -21,6 +21,8 @@ sys.path.insert(0, str(THIRD_PARTY))
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(THIRD_PARTY), os.environ.get("PYTHONPATH")) if p)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+# pytest-xdist's workers set COLUMNS=80; the CLI's tables are tested at the width they have when piped (160).
+os.environ.pop("COLUMNS", None)
 
 TINY_ENGINE = {
     "model": "builtin:opt-tiny",
@@ -60,6 +62,14 @@ def applicable_strategies() -> list[str]:
     return sorted(
         name for name, cls in strategy_classes().items() if cls().applicable().ok and cls().refuses(config) is None
     )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``applicable``: one test per strategy of :func:`applicable_strategies`. Finding them builds vLLM's engine
+    config (15-25 s here), so a run that deselects the engine tests (the fast loop) gets one placeholder instead."""
+    if "applicable" in metafunc.fixturenames:
+        wanted = "not engine" not in (metafunc.config.option.markexpr or "")
+        metafunc.parametrize("applicable", applicable_strategies() if wanted else ["engine-tests-deselected"])
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from strategies import Role, strategy_classes
-from tests.conftest import TINY_ENGINE, applicable_strategies
+from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
 from tuner.engine.session import EngineSession
 from tuner.measure.workbench import StrategyNotActive, Workbench, check_active, inactive_strategies
@@ -20,7 +20,6 @@ pytestmark = pytest.mark.engine
 
 NUM_PROMPTS = 12
 OUTPUT_LEN = 24
-APPLICABLE = applicable_strategies()
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +121,9 @@ def assert_active_where_it_belongs(rep: dict[str, Any], name: str) -> None:
         assert name in roles[role.value]["active"], (name, role)
 
 
-@pytest.mark.parametrize("name", APPLICABLE)
-def test_strategy_keeps_greedy_tokens_identical(bench: Workbench, reference: dict[str, Any], name: str) -> None:
+def test_strategy_keeps_greedy_tokens_identical(bench: Workbench, reference: dict[str, Any], applicable: str) -> None:
+    """Each strategy that acts on this engine (``applicable``: one test per strategy, see tests/conftest.py)."""
+    name = applicable
     cls = strategy_classes()[name]
     params = {p.name: (not p.default if p.kind == "bool" else p.default) for p in cls.params if p.default is not None}
     for variant in ({}, params):  # defaults, and every boolean flipped (e.g. the "off" side)
