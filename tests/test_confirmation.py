@@ -4,10 +4,12 @@ then confirmation on fresh pairs, and the outputs (winner files only for a confi
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import optuna
 import pytest
 
 from tuner.config import Experiment
@@ -15,7 +17,7 @@ from tuner.config.search import Objective, Pairs
 from tuner.measure.pairing import paired_runs
 from tuner.measure.pairs import pairs_estimate
 from tuner.records.loader import TrialState
-from tuner.sweep import study_attrs
+from tuner.sweep import study_attrs, trials
 from tuner.sweep.confirmation import (
     Candidate,
     restart_pairs_line,
@@ -25,7 +27,7 @@ from tuner.sweep.confirmation import (
 from tuner.sweep.run import confirm_candidates, trials_table
 from tuner.sweep.study import enqueue_missing, open_study
 from tuner.sweep.summary import summarize_study, write_outputs
-from tuner.sweep.trial_attrs import state
+from tuner.sweep.trial_attrs import record, state
 from tuner.sweep.trials import Sweep
 
 SPACE: dict[str, Any] = {"gc_threshold": [False, True], "gc_freeze": [False, True]}
@@ -336,3 +338,36 @@ def test_a_signal_while_a_trial_records_its_configuration_still_marks_it_interru
     with pytest.raises(KeyboardInterrupt):
         sweep.run(1)
     assert [state(t) for t in study.get_trials()][:1] == [TrialState.INTERRUPTED]
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_a_trial_walks_through_few_sweep_modules_and_is_recorded_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From ``Sweep.objective`` a trial passes through at most eight of the sweep's modules (configuration, engine,
+    measuring, record), and its Optuna attributes are written in two calls: its configuration when it starts, the
+    whole record made by ``trial_record`` when it ends."""
+    exp = experiment(tmp_path)
+    study = open_study(exp, f"sqlite:///{tmp_path / 'study.db'}", resume=False, study_name="walk")
+    enqueue_missing(study, exp, aa=False)
+    sweep = Sweep(exp, study)
+    on_fake_engines(sweep, FakeBench(exp, {"gc_threshold": 0.1}))
+    sweep.run(1)  # the baseline
+    trial = study.ask({name: optuna.distributions.CategoricalDistribution([False, True]) for name in SPACE})
+    written: list[set[str]] = []
+    monkeypatch.setattr(trials, "record", lambda t, attrs: (written.append(set(attrs)), record(t, attrs)))
+    entered: set[str] = set()
+
+    def profile(frame: Any, event: str, _: Any) -> None:
+        if event == "call" and (module := frame.f_globals.get("__name__", "")).startswith("tuner.sweep."):
+            entered.add(module)
+
+    sys.setprofile(profile)
+    try:
+        sweep.objective(trial)
+    finally:
+        sys.setprofile(None)
+    assert 5 <= len(entered) <= 8, sorted(entered)
+    assert {"tuner.sweep.engines", "tuner.sweep.measuring", "tuner.sweep.trial_record"} <= entered
+    assert written[0] == {"aa", "strategies", "engine", "env"} and len(written) == 2
+    assert {"ratios", "metrics", "arms", "verdict", "strategies"} <= written[1]
