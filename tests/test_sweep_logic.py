@@ -15,6 +15,7 @@ from tuner.cli.tables import render
 from tuner.config import Experiment, load_experiment
 from tuner.config.start import StartConfig
 from tuner.errors import UserError
+from tuner.measure.interleave import InterleaveResult
 from tuner.measure.pairing import Arms, left_out_of_steps, step_interleavable
 from tuner.metrics.table import quantity
 from tuner.records.loader import TrialState
@@ -240,17 +241,17 @@ def test_every_step_switchable_set_is_compared_per_step_and_its_front_end_part_i
 
 
 def test_step_ratios_are_expressed_per_metric() -> None:
-    from tuner.measure.interleave import InterleaveResult, step_ratio
+    from tuner.measure.interleave import InterleaveResult, step_estimate
     from tuner.stats import paired_ratio
 
     slower = paired_ratio([1.1] * 8, [1.0] * 8, higher_is_better=False, statistic="geomean")
     result = InterleaveResult(estimate=slower)
-    assert step_ratio(result, "itl_mean_ms")["ratio"] == pytest.approx(1.1)
+    assert step_estimate(result, "itl_mean_ms") == slower and slower.ratio == pytest.approx(1.1)
     with pytest.raises(ValueError, match="not measured at step level"):
-        step_ratio(result, "itl_p99_ms")  # percentiles, TTFT, memory and GC come from run-level pairs
-    throughput = step_ratio(result, "output_tokens_per_s")
-    assert throughput["ratio"] == pytest.approx(1 / 1.1) and throughput["verdict"] == "worse"
-    assert step_ratio(InterleaveResult(estimate=None), "tpot_mean_ms")["verdict"] == "not_significant"
+        step_estimate(result, "itl_p99_ms")  # percentiles, TTFT, memory and GC come from run-level pairs
+    throughput = step_estimate(result, "output_tokens_per_s")
+    assert throughput is not None and throughput.ratio == pytest.approx(1 / 1.1) and throughput.verdict == "worse"
+    assert step_estimate(InterleaveResult(estimate=None), "tpot_mean_ms") is None
 
 
 def _fake_arms(tokens_per_s: tuple[float, float], itl_ms: tuple[float, float]) -> Arms:
@@ -282,6 +283,14 @@ def test_a_trial_record_is_made_in_one_call_from_its_configuration_and_arms(tmp_
     measured = Measured(_fake_arms((100, 100), (40, 40)))
     baseline, _ = trial_record(StartConfig(), measured, search, is_baseline=True, aa=False, baseline_metrics=None)
     assert baseline["ratios"] == {} and baseline["verdict"] is None
+    # Steps that estimated nothing: the step-measured ratio is stored as not significant, the rest stay run-level.
+    measured.arms.step_result = InterleaveResult(estimate=None)
+    stepped, _ = trial_record(config, measured, search, is_baseline=False, aa=False, baseline_metrics=anchor)
+    throughput = stepped["ratios"]["output_tokens_per_s"]
+    assert (
+        throughput["verdict"] == "not_significant" and throughput["source"] == "steps" and throughput["ratio"] is None
+    )
+    assert "source" not in stepped["ratios"]["itl_p99_ms"] and stepped["step_interleave"]["estimate"] is None
     assert baseline["metrics"]["output_tokens_per_s"] == pytest.approx(100)
 
 

@@ -308,11 +308,3 @@ def step_estimate(result: InterleaveResult, metric: str) -> RatioEstimate | None
         return est
     # the verdict already reads "better" for faster steps
     return replace(est, ratio=1 / est.ratio, ci_low=1 / est.ci_high, ci_high=1 / est.ci_low, higher_is_better=True)
-
-
-def step_ratio(result: InterleaveResult, metric: str) -> dict[str, Any]:
-    """:func:`step_estimate` as a trial's stored ratio, marked as measured by steps."""
-    est = step_estimate(result, metric)
-    if est is None:
-        return {"ratio": None, "ci_low": None, "ci_high": None, "verdict": "not_significant", "source": "steps"}
-    return {**est.to_dict(), "source": "steps"}
