@@ -10,6 +10,9 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && command -v apt-
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql
 fi
 export HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
+# Bytecode of tuner, strategies and tests is cached in __pycache__ (ignored by git) even where the environment says
+# not to: every pytest worker, CLI subprocess and engine process would otherwise compile them again.
+unset PYTHONDONTWRITEBYTECODE
 .venv/bin/ruff check tuner strategies tests
 .venv/bin/ruff format --check tuner strategies tests
 .venv/bin/mypy
@@ -29,7 +32,7 @@ run() {
   return "$status"
 }
 if [ "$#" -eq 0 ] || [ "$1" = fast ]; then
-  run -n 2 -m "not engine and not slow" --durations=10
+  run -n 2 --dist worksteal -m "not engine and not slow" --durations=10
   [ "${1:-}" = fast ] || run -m "engine and not slow" --durations=25
 else
   run --durations=25 "$@"
