@@ -23,6 +23,7 @@ from tuner.traffic.replay import (
     DatasetRequests,
     TokenizerMissing,
     engine_requests,
+    fit_context,
     read_dataset,
     trace_offsets,
 )
@@ -274,8 +275,27 @@ def test_too_long_requests_are_refused_by_line_or_clipped_and_counted(tmp_path: 
         f"{path}: 1 request is too long in all (too_long: clip clips them)",
     ]
     clipped = read_dataset(spec.model_copy(update={"too_long": "clip"}), seed=0, engine=BUILTIN, max_model_len=11)
-    assert [(r.input_length, r.output_length) for r in clipped.requests] == [(8, 2), (9, 2), (10, 1)]
+    assert [(r.input_length, r.output_length) for r in clipped.requests] == [(8, 2), (9, 2), (9, 2)]
     assert clipped.record["clipped"] == 1
+
+
+@pytest.mark.parametrize(
+    ("lengths", "max_model_len", "clipped"),
+    [
+        ((126_000, 300), 640, (340, 300)),  # a long-context trace on a small model: the decode is kept
+        ((5, 20), 11, (1, 10)),  # an output longer than the context: one prompt token, the rest decodes
+        ((9, 2), 11, (9, 2)),  # fits: unchanged
+    ],
+)
+def test_clipping_shortens_the_prompt_first_and_keeps_its_prefix(
+    lengths: tuple[int, int], max_model_len: int, clipped: tuple[int, int]
+) -> None:
+    prompt, output = lengths
+    request = TraceRequest(line=1, input_length=prompt, output_length=output, prompt_ids=tuple(range(prompt)))
+    spec = Dataset(path=Path("trace.jsonl"), format=Format.MOONCAKE, too_long="clip")
+    (fitted,), _ = fit_context([request], spec, max_model_len, "trace.jsonl")
+    assert (fitted.input_length, fitted.output_length) == clipped
+    assert fitted.prompt_ids == tuple(range(clipped[0]))
 
 
 # ------------------------------------------------------------------------------------ shape and the record

@@ -28,7 +28,7 @@ def describe(record: WorkloadRecord) -> list[str]:
         left_out = [
             f"{dataset['bad_skipped']:,} bad records skipped" if dataset["bad_skipped"] else "",
             f"{dataset['before_window']:,} before the window" if dataset["before_window"] else "",
-            f"{dataset['clipped']:,} clipped to max_model_len" if dataset["clipped"] else "",
+            f"{dataset['clipped']:,} clipped to max_model_len (prompt first)" if dataset["clipped"] else "",
         ]
         if any(left_out):
             lines.append("left out or changed: " + ", ".join(part for part in left_out if part))

@@ -116,8 +116,9 @@ def text_tokenizer(engine: dict[str, Any], fmt: Format) -> Any:
 def fit_context(
     requests: list[TraceRequest], spec: Dataset, max_model_len: int | None, file: str
 ) -> tuple[list[TraceRequest], int]:
-    """Requests whose prompt plus output exceed ``max_model_len``: refused (naming their lines) or clipped (prompt
-    to ``max_model_len - 1``, keeping its prefix, then output to what is left); never dropped silently."""
+    """Requests whose prompt plus output exceed ``max_model_len``: refused (naming their lines) or clipped (the
+    prompt shortened first, keeping its prefix, so the request keeps its decode: its output up to
+    ``max_model_len - 1`` tokens); counted, never dropped silently."""
     if max_model_len is None:
         return requests, 0
 
@@ -141,14 +142,12 @@ def fit_context(
 
 
 def _clip(request: TraceRequest, max_model_len: int) -> TraceRequest:
-    prompt = min(request.input_length or 0, max_model_len - 1)
+    """The output kept (up to ``max_model_len - 1``), the prompt's prefix shortened to what is left: clipping the
+    prompt to the whole context left a replayed long-context trace with one output token per request, no decode."""
+    output = min(request.output_length or 1, max_model_len - 1)
+    prompt = min(request.input_length or 0, max_model_len - output)
     ids = request.prompt_ids[:prompt] if request.prompt_ids is not None else None
-    return replace(
-        request,
-        input_length=prompt,
-        output_length=min(request.output_length or 1, max_model_len - prompt),
-        prompt_ids=ids,
-    )
+    return replace(request, input_length=prompt, output_length=output, prompt_ids=ids)
 
 
 def model_max_len(engine: dict[str, Any]) -> int | None:
