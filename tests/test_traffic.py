@@ -4,6 +4,7 @@ the workload record and ``tuner workload inspect``. No engine: ``test_trace_repl
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -427,3 +428,33 @@ def test_reports_show_the_workload_they_hold_for(fixture: str, result: str, tmp_
     text = next(p for p in paths if p.name == "report.md").read_text()
     assert "## Workload" in text and "mooncake-good.jsonl (mooncake, sha256" in text
     assert "| prompt tokens | 9 | 28 |" in text and "](workload.png)" in text
+
+
+def test_the_workload_plot_keeps_its_tick_labels_apart_at_long_context_lengths(tmp_path: Path) -> None:
+    """Prompts of 0.9k-126k tokens (Mooncake's conversation trace) printed their length ticks into one another."""
+    from matplotlib import image
+
+    from tuner.report.workload_section import workload_plot
+
+    rng = np.random.default_rng(0)
+    builder = ShapeBuilder()
+    for i, prompt in enumerate(rng.integers(900, 126_000, 2000)):
+        builder.add(int(prompt), int(rng.integers(1, 1_200)), i * 0.3)
+    rendered: list[Any] = []
+    with pytest.MonkeyPatch.context() as patch:
+        import tuner.report.figures as figures
+
+        real_save = figures.save
+        patch.setattr(figures, "save", lambda fig, path: (rendered.append(fig), real_save(fig, path))[1])
+        path = workload_plot(tmp_path / "workload.png", builder.shape(), title="mooncake")
+    assert image.imread(path).shape[0] > 0
+    (fig,) = rendered
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes[:2]:
+        low, high = ax.get_xlim()
+        shown = [label for label in ax.get_xticklabels() if label.get_text() and low <= label.get_position()[0] <= high]
+        boxes = [label.get_window_extent(renderer) for label in shown]
+        assert len(boxes) >= 3
+        boxes.sort(key=lambda box: box.x0)
+        gaps = [right.x0 - left.x1 for left, right in itertools.pairwise(boxes)]
+        assert min(gaps) > 0, [label.get_text() for label in shown]

@@ -69,6 +69,8 @@ def workload_section(doc: Doc, out: Path, record: WorkloadRecord | None, *, titl
 def workload_plot(path: Path, shape: WorkloadShape, *, title: str) -> Path:
     """The traffic a result holds for: prompt and output length histograms, and requests sent per second over
     time (or a note that all were sent at once)."""
+    from matplotlib.ticker import EngFormatter
+
     from tuner.report.figures import SERIES_COLORS, figure, save
 
     fig = figure(11, 3.4)
@@ -78,6 +80,7 @@ def workload_plot(path: Path, shape: WorkloadShape, *, title: str) -> Path:
         (axes[1], shape["output_histogram"], "output tokens", SERIES_COLORS[1]),
     ):
         ax.stairs(histogram["counts"], histogram["edges"], fill=True, color=color, alpha=0.8)
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 120k, not 120000: long-context ticks stay apart
         ax.set_xlabel(label)
         ax.set_ylabel("requests")
     arrivals = shape["arrivals"]
