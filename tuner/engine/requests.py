@@ -52,6 +52,15 @@ async def drive_requests(
     return timings, time.perf_counter() - start
 
 
+def engine_input(spec: RequestSpec) -> Any:
+    """The request's prompt as vLLM's rendered token input: raw prompt dicts are deprecated in the input processor
+    (a warning on every run from 0.32; the type-tagged form is accepted on every supported release, checked in
+    :mod:`tuner.plugin.hook_requirements`)."""
+    from vllm.inputs.engine import tokens_input
+
+    return tokens_input(list(spec.prompt_token_ids))
+
+
 def sampling_params(sampling: Sampling, max_tokens: int) -> Any:
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind

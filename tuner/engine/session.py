@@ -25,7 +25,7 @@ import psutil
 from tuner import interrupts
 from tuner.config import Sampling
 from tuner.engine.processes import StartWatch, alive, children_since, fail_utility_calls
-from tuner.engine.requests import Progress, drive_requests, record_output, sampling_params
+from tuner.engine.requests import Progress, drive_requests, engine_input, record_output, sampling_params
 from tuner.errors import EngineError
 from tuner.metrics.timings import RequestTiming
 from tuner.plugin.protocol import (
@@ -205,9 +205,7 @@ class OfflineSession(EngineSession):
         start = time.perf_counter()
         for rid, spec in zip(ids, requests, strict=True):
             timings[rid].sent = time.perf_counter()
-            self.engine.add_request(
-                rid, {"prompt_token_ids": spec.prompt_token_ids}, sampling_params(sampling, spec.max_tokens)
-            )
+            self.engine.add_request(rid, engine_input(spec), sampling_params(sampling, spec.max_tokens))
         finished = 0
         while self.engine.has_unfinished_requests():
             outputs = self.engine.step()
@@ -282,7 +280,7 @@ class StreamingSession(EngineSession):
         progress: Progress | None,
     ) -> tuple[list[RequestTiming], float]:
         async def stream(rid: str, spec: RequestSpec, timing: RequestTiming) -> None:
-            prompt = {"prompt_token_ids": spec.prompt_token_ids}
+            prompt = engine_input(spec)
             async for output in self.engine.generate(prompt, sampling_params(sampling, spec.max_tokens), rid):
                 record_output(timing, output, time.perf_counter())
 

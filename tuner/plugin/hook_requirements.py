@@ -90,6 +90,10 @@ REQUIRES: tuple[Requirement, ...] = (
     Defined("v1/engine/async_llm.py", "AsyncLLM.reset_prefix_cache"),
     Defined("entrypoints/serve/dev/cache/api_router.py", "reset_prefix_cache"),
     AssignedIn("outputs.py", "RequestOutput.__init__", attribute="num_cached_tokens"),
+    # Prompts go in as rendered token inputs (raw prompt dicts are deprecated): built by `tokens_input`, passed
+    # through unrendered by the input processor, offline and streamed.
+    Defined("inputs/engine.py", "tokens_input"),
+    Snippet("v1/engine/input_processor.py", "InputProcessor.process_inputs", text='and "type" in prompt'),
     # `env:` and `env.VLLM_*` dimensions (the tuner's side, :mod:`tuner.vllm.imports`): vLLM's table of its variables
     # and their parsers checks names and values; its cache of them is dropped while an engine's overlay is set; the
     # Rust front-end's switch is checked where vLLM resolves its binary.
