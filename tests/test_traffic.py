@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 from tuner.cli.main import app
 from tuner.config import load_experiment
 from tuner.errors import UserError
+from tuner.report.workload_section import clip_line
 from tuner.traffic.dataset import Dataset, Format
 from tuner.traffic.formats import READERS, sharegpt
 from tuner.traffic.inspect import guess_format, inspect_file
@@ -23,11 +25,13 @@ from tuner.traffic.records import BadRecord, TraceRequest
 from tuner.traffic.replay import (
     DatasetRequests,
     TokenizerMissing,
+    dataset_record,
     engine_requests,
     fit_context,
     read_dataset,
     trace_offsets,
 )
+from tuner.traffic.selection import Counts
 from tuner.traffic.shape import ShapeBuilder, nice_bin
 from tuner.traffic.tokens import HashBlocks
 from tuner.traffic.workload import dataset_plan
@@ -277,7 +281,7 @@ def test_too_long_requests_are_refused_by_line_or_clipped_and_counted(tmp_path: 
     ]
     clipped = read_dataset(spec.model_copy(update={"too_long": "clip"}), seed=0, engine=BUILTIN, max_model_len=11)
     assert [(r.input_length, r.output_length) for r in clipped.requests] == [(8, 2), (9, 2), (9, 2)]
-    assert clipped.record["clipped"] == 1
+    assert (clipped.record["clipped"], clipped.record["output_clipped"]) == (1, 0)
 
 
 @pytest.mark.parametrize(
@@ -294,9 +298,24 @@ def test_clipping_shortens_the_prompt_first_and_keeps_its_prefix(
     prompt, output = lengths
     request = TraceRequest(line=1, input_length=prompt, output_length=output, prompt_ids=tuple(range(prompt)))
     spec = Dataset(path=Path("trace.jsonl"), format=Format.MOONCAKE, too_long="clip")
-    (fitted,), _ = fit_context([request], spec, max_model_len, "trace.jsonl")
+    (fitted,), counted = fit_context([request], spec, max_model_len, "trace.jsonl")
     assert (fitted.input_length, fitted.output_length) == clipped
     assert fitted.prompt_ids == tuple(range(clipped[0]))
+    changed = clipped != lengths
+    assert counted == (changed, changed and clipped[1] < output)  # each kind of clip counted apart
+
+
+def test_the_workload_section_says_how_many_outputs_were_clipped_too() -> None:
+    request = TraceRequest(line=1, input_length=4, output_length=2)
+    spec = Dataset(path=Path("trace.jsonl"), format=Format.MOONCAKE, too_long="clip")
+    _, counted = fit_context(
+        [request, replace(request, output_length=30), replace(request, input_length=10)], spec, 11, "t"
+    )
+    record = dataset_record(spec, Counts(), 0, "", requests=3, clipped=counted)
+    assert (record["clipped"], record["output_clipped"]) == (2, 1)
+    assert clip_line(record) == "2 clipped to max_model_len (prompt first; 1 of them also lost output tokens)"
+    del record["output_clipped"]  # a record written before outputs were counted apart
+    assert clip_line(record) == "2 clipped to max_model_len (prompt first)"
 
 
 # ------------------------------------------------------------------------------------ shape and the record

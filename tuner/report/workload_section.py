@@ -6,9 +6,16 @@ from pathlib import Path
 
 from tuner.report.document import Doc
 from tuner.traffic.shape import WorkloadShape
-from tuner.traffic.workload_record import WorkloadRecord
+from tuner.traffic.workload_record import DatasetRecord, WorkloadRecord
 
 PLOT = "workload.png"
+
+
+def clip_line(dataset: DatasetRecord) -> str:
+    """What ``too_long: clip`` did: prompts shortened, and how many outputs had to be shortened too."""
+    outputs = dataset.get("output_clipped", 0)
+    also = f"; {outputs:,} of them also lost output tokens" if outputs else ""
+    return f"{dataset['clipped']:,} clipped to max_model_len (prompt first{also})"
 
 
 def describe(record: WorkloadRecord) -> list[str]:
@@ -28,7 +35,7 @@ def describe(record: WorkloadRecord) -> list[str]:
         left_out = [
             f"{dataset['bad_skipped']:,} bad records skipped" if dataset["bad_skipped"] else "",
             f"{dataset['before_window']:,} before the window" if dataset["before_window"] else "",
-            f"{dataset['clipped']:,} clipped to max_model_len (prompt first)" if dataset["clipped"] else "",
+            clip_line(dataset) if dataset["clipped"] else "",
         ]
         if any(left_out):
             lines.append("left out or changed: " + ", ".join(part for part in left_out if part))

@@ -15,7 +15,7 @@ from tuner.errors import UserError
 from tuner.traffic.dataset import Dataset, Format
 from tuner.traffic.formats import READERS
 from tuner.traffic.records import TraceRequest
-from tuner.traffic.replay import dataset_file, dataset_record, file_digest, text_tokenizer
+from tuner.traffic.replay import Clipped, dataset_file, dataset_record, file_digest, text_tokenizer
 from tuner.traffic.selection import Selection
 from tuner.traffic.shape import ShapeBuilder
 from tuner.traffic.tokens import TOKENIZE_BATCH, tokenize
@@ -66,7 +66,7 @@ def inspect_file(
     shape = builder.shape()
     if not shape["requests"]:
         raise UserError.single(str(path), "no request in the file")
-    dataset = dataset_record(spec, selection.counts, size, digest, requests=shape["requests"], clipped=0)
+    dataset = dataset_record(spec, selection.counts, size, digest, requests=shape["requests"], clipped=Clipped())
     dataset["schedule"] = "trace" if fmt.timed else None  # inspected at the recorded times
     return {
         "source": "dataset",

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tuner.errors import Problem, UserError
 from tuner.inputs import open_regular
@@ -59,7 +59,7 @@ def read_dataset(spec: Dataset, *, seed: int, engine: dict[str, Any], max_model_
 
 
 def dataset_record(
-    spec: Dataset, counts: Counts, size: int, digest: str, *, requests: int, clipped: int
+    spec: Dataset, counts: Counts, size: int, digest: str, *, requests: int, clipped: Clipped
 ) -> DatasetRecord:
     return {
         "path": str(spec.path),
@@ -71,7 +71,8 @@ def dataset_record(
         "bad_skipped": counts.bad,
         "bad_examples": counts.bad_examples,
         "before_window": counts.before_window,
-        "clipped": clipped,
+        "clipped": clipped.requests,
+        "output_clipped": clipped.outputs,
         "requests": requests,
         "sample": spec.sample,
         "schedule": spec.schedule,
@@ -113,21 +114,29 @@ def text_tokenizer(engine: dict[str, Any], fmt: Format) -> Any:
         raise TokenizerMissing(f"{fmt.value} prompts are text: {exc}; {hint}") from None
 
 
+class Clipped(NamedTuple):
+    """What ``too_long: clip`` changed: requests clipped (each lost prompt tokens), and those of them whose output
+    alone did not fit either and was shortened too."""
+
+    requests: int = 0
+    outputs: int = 0
+
+
 def fit_context(
     requests: list[TraceRequest], spec: Dataset, max_model_len: int | None, file: str
-) -> tuple[list[TraceRequest], int]:
+) -> tuple[list[TraceRequest], Clipped]:
     """Requests whose prompt plus output exceed ``max_model_len``: refused (naming their lines) or clipped (the
     prompt shortened first, keeping its prefix, so the request keeps its decode: its output up to
     ``max_model_len - 1`` tokens); counted, never dropped silently."""
     if max_model_len is None:
-        return requests, 0
+        return requests, Clipped()
 
     def length(r: TraceRequest) -> int:
         return (r.input_length or 0) + (r.output_length or 0)
 
     long = [r for r in requests if length(r) > max_model_len]
     if not long:
-        return requests, 0
+        return requests, Clipped()
     if spec.too_long == "refuse":
         problems = [
             Problem(
@@ -138,7 +147,10 @@ def fit_context(
         many = f"{len(long)} requests are" if len(long) > 1 else "1 request is"
         problems.append(Problem(f"{many} too long in all (too_long: clip clips them)"))
         raise UserError(file, problems)
-    return [_clip(r, max_model_len) if length(r) > max_model_len else r for r in requests], len(long)
+    fitted = [_clip(r, max_model_len) if length(r) > max_model_len else r for r in requests]
+    pairs = zip(requests, fitted, strict=True)
+    outputs = sum(after is not before and after.output_length != (before.output_length or 1) for before, after in pairs)
+    return fitted, Clipped(len(long), outputs)
 
 
 def _clip(request: TraceRequest, max_model_len: int) -> TraceRequest:
