@@ -25,7 +25,7 @@ from tuner.stats import detection_power, paired_ratio_of_sums
 pytestmark = pytest.mark.engine
 
 BASE_MS = 2.0  # the wait the cut comes out of: >= 1% of any step seen here
-CUT_MS = 0.24  # ~1% of a step of this engine with the base waits on a quiet host (~23 ms)
+CUT_MS = 0.46  # ~1% of a step of this engine with the base waits on this host (45-49 ms since 2026-11-26)
 GAIN_RANGE = (1.006, 1.014)  # the gain is the 1% this test is about
 STRICT = 0.999
 DEMANDED_POWER = 0.95
