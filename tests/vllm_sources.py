@@ -1,18 +1,21 @@
 """The Python sources of vLLM's GPU wheels, for the static compatibility check (nothing is installed or imported).
 
-Each release is downloaded once with pip (about 300 MB, seconds on PyPI) and only its ``vllm/**/*.py`` are kept, in
-the git-ignored ``.cache/vllm-src/<version>/``; the wheel is deleted after unpacking (and kept out of pip's cache).
+Each release is downloaded once per machine with pip (about 300 MB, seconds on PyPI) and only its ``vllm/**/*.py``
+are kept, in the user's cache (``$XDG_CACHE_HOME`` or ``~/.cache``, under ``vllm-hosttune/vllm-src/<version>/``), so
+every clone on the machine shares them; the wheel is deleted after unpacking (and kept out of pip's cache). A
+release's files never change, so a tree once unpacked is never fetched again.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
-CACHE = Path(__file__).resolve().parents[1] / ".cache" / "vllm-src"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vllm-hosttune" / "vllm-src"
 DOWNLOAD_TIMEOUT_S = 180
 
 
@@ -32,7 +35,11 @@ def gpu_vllm_source(version: str) -> Path:
                 for name in archive.namelist():
                     if name.startswith("vllm/") and name.endswith(".py"):
                         archive.extract(name, staging)
-            staging.rename(target)  # complete or absent: an interrupted fetch leaves no partial tree
+            try:
+                staging.rename(target)  # complete or absent: an interrupted fetch leaves no partial tree
+            except OSError:
+                if not target.is_dir():  # else another test process unpacked the same release first
+                    raise
     return target / "vllm"
 
 
