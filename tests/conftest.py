@@ -21,6 +21,9 @@ sys.path.insert(0, str(THIRD_PARTY))
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(THIRD_PARTY), os.environ.get("PYTHONPATH")) if p)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+# The engine processes of the suite end without the interpreter's 2-3 s teardown (tests/third_party/tuner_test_plugin/
+# fast_exit.py); a test that times engine stops asks for ``real_engine_stops``.
+os.environ.setdefault("TUNER_TEST_FAST_EXIT", "1")
 # pytest-xdist's workers set COLUMNS=80; the CLI's tables are tested at the width they have when piped (160).
 os.environ.pop("COLUMNS", None)
 
@@ -93,6 +96,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "engine_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.engine)
     items.sort(key=lambda item: "engine_session" in getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture
+def real_engine_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engine processes started in this test end as vLLM ends them (for tests that time engine stops)."""
+    monkeypatch.delenv("TUNER_TEST_FAST_EXIT", raising=False)
 
 
 @pytest.fixture(autouse=True)

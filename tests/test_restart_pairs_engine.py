@@ -25,7 +25,9 @@ pytestmark = pytest.mark.engine
 VARIABLE = "VLLM_LOG_STATS_INTERVAL"  # harmless here: how often the engine would log its stats (seconds)
 
 
-def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables(tmp_path: Path) -> None:
+def test_restart_pairs_start_each_arm_with_its_engine_args_and_variables(
+    tmp_path: Path, real_engine_stops: None
+) -> None:
     experiment = Experiment.model_validate(
         {
             "name": "restarts",
