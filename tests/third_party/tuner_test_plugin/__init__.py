@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import statistics
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -89,14 +92,25 @@ class RunnerDelay(StepDelay):
 
 BASE_DELAY_VAR = "TUNER_TEST_BASE_DELAY_MS"
 """``engine_core_ms,worker_ms``: what every step of an engine started with it waits unless a speedup cuts it."""
+CUT_LOG_VAR = "TUNER_TEST_CUT_LOG"
+"""A file each process appends ``name median_step_s`` to when a ``cut_share`` speedup fixes its cut."""
+PERIOD_SAMPLES = 64
+"""A ``cut_share`` speedup fixes its cut from the median of the last this many step periods before it is applied."""
+IDLE_S = 1.0
+"""A period this long is the engine idling between runs, not a step."""
 
 
 class _Speedup(Strategy):
     """A known *gain*: with :data:`BASE_DELAY_VAR` set at engine start every step busy-waits that long on one side
-    of the pipeline, and the strategy cuts ``cut_ms`` of it. A sweep's baseline pays the whole wait, so the
-    strategy's throughput gain is cut / step time: what the known-gain tests expect ``tuner sweep`` to confirm."""
+    of the pipeline, and the strategy cuts ``cut_ms`` of it, or ``cut_share`` of this engine's own step (the median
+    of the last :data:`PERIOD_SAMPLES` step periods before it is first applied: the baseline's steps), which is 1% of
+    a step whatever this host's speed that day. A sweep's baseline pays the whole wait, so the strategy's throughput
+    gain is cut / step time: what the known-gain tests expect ``tuner sweep`` to confirm."""
 
-    params = (Param("cut_ms", "float", 0.2, low=0.0, high=1000.0),)
+    params = (
+        Param("cut_ms", "float", 0.2, low=0.0, high=1000.0),
+        Param("cut_share", "float", 0.0, low=0.0, high=0.5, help="of this engine's median step; 0: cut_ms"),
+    )
     switchable = True
     step_switchable = True
     side = 0  # the position of this side's wait in BASE_DELAY_VAR
@@ -104,20 +118,39 @@ class _Speedup(Strategy):
     def __init__(self) -> None:
         super().__init__()
         self.cut_s = 0.0
+        self.share = 0.0
+        self.periods: deque[float] = deque(maxlen=PERIOD_SAMPLES)
+        self.last_call: float | None = None
+        self.median_step_s: float | None = None
         self._installed = False
 
     def wait(self) -> None:
-        if self.cut_s:
+        self._time_the_step()
+        cut = self.share * self.median_step_s if self.share and self.median_step_s else self.cut_s
+        if self.cut_s or self.share:
             self.count("cut_steps")  # its path ran while applied (with or without a base wait to cut)
         base = os.environ.get(BASE_DELAY_VAR)
         if base:
-            busy_wait(max(float(base.split(",")[self.side]) / 1e3 - self.cut_s, 0.0))
+            busy_wait(max(float(base.split(",")[self.side]) / 1e3 - cut, 0.0))
+
+    def _time_the_step(self) -> None:
+        """Keep the period since the last call (one step; a longer one is the engine idling) until the cut is fixed."""
+        now = time.perf_counter()
+        if self.median_step_s is None and self.last_call is not None and now - self.last_call < IDLE_S:
+            self.periods.append(now - self.last_call)
+        self.last_call = now
 
     def apply(self, ctx: ProcessContext, params: dict[str, Any]) -> None:
-        self.cut_s = params["cut_ms"] / 1e3
+        self.cut_s, self.share = params["cut_ms"] / 1e3, params["cut_share"]
+        if self.share and self.median_step_s is None and self.periods:
+            self.median_step_s = statistics.median(self.periods)
+            log = os.environ.get(CUT_LOG_VAR)
+            if log:
+                with open(log, "a") as out:
+                    out.write(f"{self.name} {self.median_step_s!r}\n")
 
     def revert(self, ctx: ProcessContext) -> None:
-        self.cut_s = 0.0
+        self.cut_s = self.share = 0.0
 
 
 class EngineCoreSpeedup(_Speedup):
