@@ -12,11 +12,13 @@ from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
 from tuner.engine.session import EngineSession
 from tuner.measure.interleave import (
+    ANY_WORK,
     InterleaveResult,
     _estimate,
     _gen0_per_1000_steps,
     block_mean,
     comparable_batch_size,
+    compared_steps,
     interleaved_comparison,
     least_comparable,
     pair_means,
@@ -68,6 +70,17 @@ def test_a_known_ratio_is_recovered_from_blocks() -> None:
     assert result.estimate is not None
     assert result.estimate.ratio == pytest.approx(1.03, rel=1e-6)
     assert result.estimate.verdict == "worse"  # B's steps take longer
+
+
+def test_driven_by_arrivals_every_step_that_did_work_is_compared() -> None:
+    """Offline, only pure decode steps at the most common batch size count; driven by arrivals, a step of any mix
+    counts unless it scheduled nothing."""
+    dts, running, tokens = [0.01, 0.02, 0.03, 0.04], [2, 3, 3, 0], [2, 40, 3, 0]
+    blocks = [block(0, arm, [dt * factor for dt in dts], running, tokens) for arm, factor in (("A", 1.0), ("B", 1.1))]
+    assert compared_steps(blocks[0], ANY_WORK) == [(0.01, 0.0), (0.02, 0.0), (0.03, 0.0)]
+    assert compared_steps(blocks[0], 3) == [(0.03, 0.0)]  # offline: pure decode at the common size only
+    driven = _estimate(blocks, 1, None, arrivals=True)
+    assert driven.batch_size == ANY_WORK and driven.sums == [((3, pytest.approx(0.06)), (3, pytest.approx(0.066)))]
 
 
 def test_washout_steps_run_under_the_new_arm_but_are_not_compared() -> None:

@@ -1,14 +1,19 @@
 """Step-interleaved A/B comparison inside one running engine (the front-end side and the statistics).
 
 The engine alternates arm A and arm B every ``block_steps`` steps, each batch carrying its arm to every engine
-process (see :mod:`tuner.plugin.step_interleaver`), while the front-end keeps it loaded with offline batches. Each
-pair of neighbouring blocks gives one pair of (steps, seconds), settle time included. Only steps of like
-composition are compared: pure decode steps (one token per running request) at the most common batch size, after
-the block's washout steps; prefill steps and the drain at the end of a batch would otherwise dominate the
-variance. The estimand is the ratio of sums, summed step seconds over steps per arm (mean step time), so a rare
-long pause weighs by its time. A screening spends its time budget, stopping earlier only once its CI is no wider
-than ``min_effect`` (:func:`tuner.stats.reached_precision`); a confirmation look stops at ``target_pairs``. The
-front-end is not in a step's time: it runs the reference set throughout.
+process (see :mod:`tuner.plugin.step_interleaver`), while the front-end keeps it loaded: with offline batches (all
+requests at once), or, with ``arrivals``, with the workload's own requests sent at their times (a trace's recorded
+times or a rate), so that the steps compared are the steps that traffic makes. Each pair of neighbouring blocks
+gives one pair of (steps, seconds), settle time included; a step's time is its own call's, so the engine idling
+between steps is charged to neither arm. Offline, only steps of like composition are compared: pure decode steps
+(one token per running request) at the most common batch size, after the block's washout steps; prefill steps and
+the drain at the end of a batch would otherwise dominate the variance. Driven by arrivals, every step that did
+work is compared (the traffic's mix of prefill and decode is what is measured; the two blocks of a pair are
+neighbours, in random order, so they see the same traffic on average). The estimand is the ratio of sums, summed
+step seconds over steps per arm (mean step time), so a rare long pause weighs by its time. A screening spends its
+time budget, stopping earlier only once its CI is no wider than ``min_effect``
+(:func:`tuner.stats.reached_precision`); a confirmation look stops at ``target_pairs``. The front-end is not in a
+step's time: it runs the reference set throughout.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from tuner.plugin.protocol import (
     interleave_start,
 )
 from tuner.stats import RatioEstimate, paired_ratio_of_sums, reached_precision
+from tuner.traffic.workload import replay_line
 
 BlockSum = tuple[int, float]  # comparable steps, their seconds (settle included)
 
@@ -53,6 +59,7 @@ class InterleaveResult:
     gen0_per_1000_steps: dict[str, float | None] = field(default_factory=dict)
     """Per arm: EngineCore's gen0 collections in its blocks (during their steps, and their settles) per 1,000 steps."""
     grain: str = ""  # why this block length and settle (see tuner.measure.grain)
+    driven_by: str = "offline batches"  # what loaded the engine: offline batches, or the workload's arrivals
     left_out: list[str] = field(default_factory=list)  # what the engine's steps do not see (front-end parts)
     compared: list[CompareStep] = field(default_factory=list)  # every compared step, in the order they ran
     stalls: StallComparison | None = None  # the arms' stall rates and their paired difference
@@ -89,6 +96,7 @@ class InterleaveResult:
             "gen0_per_1000_steps": self.gen0_per_1000_steps,
             "mean_step_s": self.mean_step_s,
             "grain": self.grain,
+            "driven_by": self.driven_by,
             "left_out": self.left_out,
             "stalls": self.stalls.to_dict() if self.stalls else None,
             "verdict": self.verdict,
@@ -102,6 +110,10 @@ def _compared(block: BlockRecord) -> list[tuple[float, int, int, float]]:
     return list(zip(*(column[start:] for column in columns), strict=True))
 
 
+ANY_WORK = 0
+"""The comparable "batch size" of a comparison driven by arrivals: every step that scheduled tokens counts."""
+
+
 def comparable_batch_size(blocks: list[BlockRecord]) -> int | None:
     """The most common running-request count among pure decode steps (tokens == running)."""
     sizes = Counter(r for b in blocks for _, r, t, _ in _compared(b) if r and t == r)
@@ -109,7 +121,10 @@ def comparable_batch_size(blocks: list[BlockRecord]) -> int | None:
 
 
 def compared_steps(block: BlockRecord, batch_size: int) -> list[tuple[float, float]]:
-    """(seconds, GC seconds) of the block's steps that the comparison counts: pure decode at ``batch_size``."""
+    """(seconds, GC seconds) of the block's steps that the comparison counts: pure decode at ``batch_size``, or
+    every step that scheduled tokens at :data:`ANY_WORK`."""
+    if batch_size == ANY_WORK:
+        return [(dt, gc_s) for dt, _, t, gc_s in _compared(block) if t > 0]
     return [(dt, gc_s) for dt, r, t, gc_s in _compared(block) if r == batch_size and t == r]
 
 
@@ -166,11 +181,13 @@ def interleaved_comparison(
     min_pairs: int = 10,
     target_pairs: int | None = None,
     seed: int = 0,
+    arrivals: bool = False,
 ) -> InterleaveResult:
     """Compare two step-switchable strategy sets inside the running engine of ``bench`` for ``budget_s`` seconds,
     stopping earlier once ``min_pairs`` pairs give a CI no wider than ``min_effect`` (None: spend the budget; it is
     also the equivalence margin of the verdict), or with ``target_pairs`` as soon as that many pairs are measured
-    (a confirmation look). Raises
+    (a confirmation look). With ``arrivals`` the engine is loaded by the workload's requests at their send times
+    (its concurrency cap too), else by offline batches. Raises
     :class:`~tuner.measure.workbench.StrategyNotActive` when a strategy of either arm did not run in a process where it
     belongs (its counters did not move): no number from it."""
     session = bench.session
@@ -179,25 +196,28 @@ def interleaved_comparison(
     start = interleave_start(arm_a, arm_b, block_steps=block_steps, seed=seed, settle=settle)
     session.control(start)
     blocks: list[BlockRecord] = []
+    workload = bench.experiment.workload
+    offsets, concurrency = (bench.offsets, workload.concurrency) if arrivals else ([0.0] * len(bench.requests), None)
     started = time.perf_counter()
     try:
         while time.perf_counter() - started < budget_s:
             bench.fresh_prefix_cache()
-            session.run(bench.requests, [0.0] * len(bench.requests), bench.experiment.workload.sampling)
+            session.run(bench.requests, offsets, workload.sampling, concurrency)
             blocks += _drain(session.control(INTERLEAVE_DRAIN))
-            sums = _sums(blocks, block_steps)
+            sums = _sums(blocks, block_steps, arrivals)
             if target_pairs is not None and len(sums) >= target_pairs:
                 break
             # The exact test costs front-end seconds that the engine waits for: only when it may stop the loop.
             if min_effect is not None and len(sums) >= min_pairs and _may_settle(sums, min_effect):
-                estimate = _estimate(blocks, block_steps, min_effect).estimate
+                estimate = _estimate(blocks, block_steps, min_effect, arrivals).estimate
                 if estimate is not None and reached_precision(estimate, min_effect):
                     break
     finally:
         stopped = session.control(INTERLEAVE_STOP)
         blocks += _drain(stopped)
     check_ran(stopped, {*arm_a, *arm_b})
-    result = _estimate(blocks, block_steps, min_effect)
+    result = _estimate(blocks, block_steps, min_effect, arrivals)
+    result.driven_by = f"the workload's arrivals ({replay_line(workload)})" if arrivals else "offline batches"
     result.elapsed_s = time.perf_counter() - started
     result.settle = settle
     result.gen0_per_1000_steps = {arm: _gen0_per_1000_steps(blocks, arm, settle) for arm in ("A", "B")}
@@ -224,9 +244,11 @@ def step_pairs(
     block_steps: int,
     settle: bool,
     seed: int,
+    arrivals: bool = False,
 ) -> list[tuple[float, float, float, float]]:
     """``wanted`` fresh step-level pairs (fewer when ``budget_s`` runs out) of ``trial`` against ``reference``, each
-    as (trial steps, their seconds, reference steps, their seconds): a confirmation look's ratio-of-sums data."""
+    as (trial steps, their seconds, reference steps, their seconds): a confirmation look's ratio-of-sums data,
+    the engine loaded as in the screening (``arrivals``: by the workload's send times)."""
     result = interleaved_comparison(
         bench,
         reference,
@@ -237,6 +259,7 @@ def step_pairs(
         min_pairs=wanted,
         target_pairs=wanted,
         seed=seed,
+        arrivals=arrivals,
     )
     return [(b[0], b[1], a[0], a[1]) for a, b in result.sums]
 
@@ -245,9 +268,9 @@ def _drain(reports: list[ProcessReport]) -> list[BlockRecord]:
     return [b for r in reports for b in (r.get("interleave") or {"blocks": []})["blocks"]]
 
 
-def _sums(blocks: list[BlockRecord], block_steps: int) -> list[tuple[BlockSum, BlockSum]]:
-    size = comparable_batch_size(blocks)
-    return pair_sums(blocks, size, least_comparable(block_steps)) if size else []
+def _sums(blocks: list[BlockRecord], block_steps: int, arrivals: bool) -> list[tuple[BlockSum, BlockSum]]:
+    size = ANY_WORK if arrivals else comparable_batch_size(blocks)
+    return pair_sums(blocks, size, least_comparable(block_steps)) if size is not None else []
 
 
 def _gen0_per_1000_steps(blocks: list[BlockRecord], arm: str, settle: bool) -> float | None:
@@ -283,9 +306,11 @@ def _ratio(sums: list[tuple[BlockSum, BlockSum]], *, margin: float | None, confi
     )
 
 
-def _estimate(blocks: list[BlockRecord], block_steps: int, margin: float | None) -> InterleaveResult:
-    size = comparable_batch_size(blocks)
-    sums = _sums(blocks, block_steps)
+def _estimate(
+    blocks: list[BlockRecord], block_steps: int, margin: float | None, arrivals: bool = False
+) -> InterleaveResult:
+    size = ANY_WORK if arrivals and blocks else comparable_batch_size(blocks)
+    sums = _sums(blocks, block_steps, arrivals)
     estimate = _ratio(sums, margin=margin) if len(sums) >= 2 else None
     return InterleaveResult(
         estimate=estimate,

@@ -133,7 +133,8 @@ def measured_by(row: TrialRow) -> str:
         return "starts"
     steps = row["step_interleave"]
     if steps and steps["estimate"] and any(r and r.get("source") == "steps" for r in row["ratios"].values()):
-        return f"steps (K={steps['block_steps']})"
+        driven = steps.get("driven_by", "offline batches") != "offline batches"  # a key since 2026-11-27
+        return f"steps (K={steps['block_steps']}{', arrivals' if driven else ''})"
     return "-" if row["is_baseline"] else "runs"
 
 

@@ -134,6 +134,7 @@ class Measurer:
                 min_effect=min_effect,
                 budget_s=max(self.search.step_budget_s - piloted_s, 0.0),
                 seed=seed,
+                arrivals=self.experiment.workload.streaming,
             )
             arms.step_result.grain = grain.why
             arms.step_result.left_out = left_out_of_steps(strategies)
@@ -197,6 +198,7 @@ class Measurer:
                 block_steps=candidate.block_steps or self.grain(candidate.strategies).block_steps,
                 settle=candidate.settle,
                 seed=seed + done,
+                arrivals=self.experiment.workload.streaming,
             )
         arms = paired_runs(
             bench, candidate.strategies, Pairs(min=size, max=size), self.search.objectives[0], None, seed=seed,
