@@ -18,7 +18,18 @@ One module per job, as Optuna lays out ``samplers/``: ``estimate`` (the estimate
 the public ones.
 """
 
+from tuner.stats.attainment import AttainmentDifference, PairedCounts, attainment_difference, paired_attainment
 from tuner.stats.bootstrap import paired_ratio, unpaired_ratio
+from tuner.stats.capacity import (
+    Capacity,
+    CapacityEstimate,
+    Crossing,
+    LevelResult,
+    capacity_ratio,
+    crossing,
+    resolvable,
+    rounds_needed,
+)
 from tuner.stats.estimate import (
     RatioEstimate,
     Statistic,
@@ -28,6 +39,7 @@ from tuner.stats.estimate import (
     reached_precision,
     within_margin,
 )
+from tuner.stats.knee_search import Forecast, KneeSearch, Probe
 from tuner.stats.power import detection_power, mde, mirrored_order, pairs_needed
 from tuner.stats.ratio_of_sums import (
     MIN_SIGN_FLIP_PAIRS,
@@ -41,10 +53,22 @@ from tuner.stats.sequential import boundary_crossing, holm, obf_boundaries, obf_
 __all__ = [
     "MIN_SIGN_FLIP_PAIRS",
     "UNBOUNDED_LOG",
+    "AttainmentDifference",
+    "Capacity",
+    "CapacityEstimate",
+    "Crossing",
+    "Forecast",
+    "KneeSearch",
+    "LevelResult",
+    "PairedCounts",
+    "Probe",
     "RatioEstimate",
     "Statistic",
     "Verdict",
+    "attainment_difference",
     "boundary_crossing",
+    "capacity_ratio",
+    "crossing",
     "detection_power",
     "false_positive_rate",
     "holm",
@@ -53,12 +77,15 @@ __all__ = [
     "mirrored_order",
     "obf_boundaries",
     "obf_constant",
+    "paired_attainment",
     "paired_ratio",
     "paired_ratio_of_sums",
     "pairs_needed",
     "percentiles",
     "ratio_of_sums_estimates",
     "reached_precision",
+    "resolvable",
+    "rounds_needed",
     "sequential_p_value",
     "unpaired_ratio",
     "within_margin",

@@ -1,0 +1,399 @@
+"""Capacity under an SLO on a simulated server: the attainment test's error rates and the capacity ratio's coverage.
+
+    nice -n 19 python -m benchmarks.capacity_sim [--out results/reference/capacity-sim.json] [--searches 1000]
+
+No engine: a queueing model driven through tuner.stats' real attainment test, capacity estimate and KneeSearch.
+Requests arrive as a Poisson process at the load (requests/s) or in bursts (geometric sizes, mean ``mean_burst``)
+so that misses cluster; the server batches continuously in steps of ``base + per_seq x batch + per_token x prompt
+tokens admitted`` s (at most ``max_batch``), admits in arrival order, prefills in the admitting step and decodes a
+token per step; a request meets the SLO when its TTFT and TPOT are within target (TPOT loose enough that the host's
+speed moves both arms' capacities alike: the true ratio changes < 0.5% over +-10% host speed, where at 38 ms it
+jumped from 1.13 to 1.25 at +10%). Host slowness multiplies every step: an AR(1) drift across rounds shared by both
+arms of a round, each run's own noise, each step's jitter; B's steps take (1 - effect) of A's. Both arms of a round
+replay the same requests, and every round of a search's pass one request set at every load (seeded by the pass).
+True capacities: the crossing of each arm's expected attainment (4,000 runs per evaluation, common random numbers,
+drift at its stationary spread) with the target, by bisection in log load. Prints and writes as JSON, every rate
+with its Wilson 95% interval: (1) under A/A at 3, 5 and 8 rounds, at the knee (bursty, Poisson) and past it (1.4 x
+bursty, 1.2 x Poisson), the attainment test's false-positive rate beside request-level McNemar, 10 chunks per round
+as clusters and rounds as clusters with the normal quantile, and its power; (2) over whole searches, the ratio's
+coverage of 1 (A/A) and of the truth (B faster), the shares excluding 1 or open, median precision, rounds and runs,
+beside the delete-one-pass jackknife with t and the bootstrap percentile without stretch (both without the floor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+from tuner.records.files import write_json
+from tuner.stats import capacity
+from tuner.stats.attainment import PairedCounts, attainment_difference, round_design_effect, tango_score
+from tuner.stats.capacity import LevelResult
+from tuner.stats.knee_search import KneeSearch
+
+Bools = npt.NDArray[np.bool_]
+Floats = npt.NDArray[np.float64]
+CHUNK = 1500  # simulated runs per vectorised batch (keeps the step history near 50 MB)
+
+
+@dataclass(frozen=True)
+class Server:
+    base_s: float = 0.010
+    per_seq_s: float = 0.0006
+    per_token_s: float = 0.00002  # prefill, per prompt token admitted in the step
+    max_batch: int = 32
+    output_tokens: int = 32
+    prompt_tokens: tuple[int, int] = (64, 512)
+    requests: int = 300  # per run
+    ttft_slo_s: float = 0.5
+    tpot_slo_s: float = 0.045
+    mean_burst: float = 4.0  # bursty arrivals: mean requests per burst
+
+
+@dataclass(frozen=True)
+class Host:
+    drift_sd: float = 0.05  # stationary SD of the AR(1) log slowness shared by both arms of a round
+    drift_rho: float = 0.9  # its correlation from one round to the next
+    run_sd: float = 0.01  # each run's own log slowness
+    jitter_sd: float = 0.05  # each step's
+
+
+def unit_arrivals(rng: np.random.Generator, runs: int, server: Server, bursty: bool) -> Floats:
+    """Arrival times at load 1 (divide by the load): Poisson, or bursts at rate 1 / mean_burst."""
+    shape = (runs, server.requests)
+    if not bursty:
+        return np.cumsum(rng.exponential(1.0, shape), axis=1)
+    first = rng.random(shape) < 1 / server.mean_burst
+    return np.cumsum(np.where(first, rng.exponential(server.mean_burst, shape), rng.exponential(0.02, shape)), axis=1)
+
+
+def serve(
+    arrivals: Floats, prompts: Floats, slowness: Floats, jitter: float, rng: np.random.Generator, s: Server
+) -> Bools:
+    """Met flags (runs, requests) of independent runs, all advanced one step at a time together."""
+    runs, n = arrivals.shape
+    big = 1e7  # row offset: a flat, sorted array of every run's arrivals
+    rows = np.arange(runs)
+    flat = (arrivals + rows[:, None] * big).ravel()
+    cum = np.concatenate([np.zeros((runs, 1)), np.cumsum(prompts, axis=1)], axis=1)
+    clock, admitted, steps = arrivals[:, 0].copy(), np.zeros(runs, np.int64), np.zeros(runs, np.int64)
+    cap, out = 256, s.output_tokens
+    ends, upto = np.zeros((runs, cap)), np.full((runs, cap), n, np.int64)  # per step: its end, admitted so far
+    active = rows
+    while active.size:
+        done_steps = steps[active]
+        if done_steps.max() + 1 >= cap:
+            ends = np.concatenate([ends, np.zeros((runs, cap))], axis=1)
+            upto = np.concatenate([upto, np.full((runs, cap), n, np.int64)], axis=1)
+            cap *= 2
+        finished = np.where(done_steps >= out, upto[active, np.maximum(done_steps - out, 0)], 0)
+        a = admitted[active]
+        running = a - finished
+        waiting = np.searchsorted(flat, clock[active] + active * big, side="right") - active * n - a
+        idle = (running == 0) & (waiting == 0)
+        new = np.minimum(waiting, s.max_batch - running)
+        prefill = cum[active, a + new] - cum[active, a]
+        step = (s.base_s + s.per_seq_s * (running + new) + s.per_token_s * prefill) * slowness[active]
+        step *= np.exp(jitter * rng.standard_normal(active.size))
+        clock[active] = np.where(idle, arrivals[active, np.minimum(a, n - 1)], clock[active] + step)
+        go = active[~idle]
+        ends[go, steps[go]] = clock[go]
+        upto[go, steps[go]] = a[~idle] + new[~idle]
+        admitted[go] += new[~idle]
+        steps[go] += 1
+        after = steps[active]
+        left = admitted[active] - np.where(after >= out, upto[active, np.maximum(after - out, 0)], 0)
+        active = active[(admitted[active] < n) | (left > 0)]
+    flat_upto = (upto + rows[:, None] * (n + 1)).ravel()
+    at = np.searchsorted(flat_upto, np.arange(n) + rows[:, None] * (n + 1), side="right") - rows[:, None] * cap
+    first = np.take_along_axis(ends, at, axis=1)
+    tpot = (np.take_along_axis(ends, at + out - 1, axis=1) - first) / (out - 1)
+    return np.asarray((first - arrivals <= s.ttft_slo_s) & (tpot <= s.tpot_slo_s))
+
+
+@dataclass(frozen=True)
+class World:
+    server: Server
+    host: Host
+    bursty: bool
+    effect: float  # B's steps take (1 - effect) of A's
+
+
+def workload(rng: np.random.Generator, runs: int, world: World) -> tuple[Floats, Floats]:
+    """``runs`` request sets: unit arrival times (divide by the load) and prompt lengths."""
+    low, high = world.server.prompt_tokens
+    prompts = rng.integers(low, high + 1, (runs, world.server.requests)).astype(np.float64)
+    return unit_arrivals(rng, runs, world.server, world.bursty), prompts
+
+
+def rounds_at(
+    rng: np.random.Generator, world: World, loads: Floats, drifts: Floats, requests: tuple[Floats, Floats]
+) -> tuple[Bools, Bools]:
+    """One round per (load, drift, request set): met flags of arm A and of arm B on the same requests."""
+    met_a, met_b = [], []
+    for start in range(0, loads.size, CHUNK // 2):
+        part = slice(start, start + CHUNK // 2)
+        k = loads[part].size
+        arrivals, prompts = requests[0][part] / loads[part, None], requests[1][part]
+        slowness = np.exp(np.tile(drifts[part], 2) + world.host.run_sd * rng.standard_normal(2 * k))
+        slowness[k:] *= 1 - world.effect
+        met = serve(
+            np.tile(arrivals, (2, 1)), np.tile(prompts, (2, 1)), slowness, world.host.jitter_sd, rng, world.server
+        )
+        met_a.append(met[:k])
+        met_b.append(met[k:])
+    return np.concatenate(met_a), np.concatenate(met_b)
+
+
+def expected_attainment(world: World, load: float, arm_effect: float, runs: int, seed: int) -> float:
+    """One arm's mean attainment at ``load`` over ``runs`` runs, the same random numbers at every load."""
+    rng = np.random.default_rng(seed)
+    arrivals, prompts = workload(rng, runs, world)
+    host = world.host
+    slowness = np.exp(host.drift_sd * rng.standard_normal(runs) + host.run_sd * rng.standard_normal(runs))
+    met = [serve(arrivals[i : i + CHUNK] / load, prompts[i : i + CHUNK], slowness[i : i + CHUNK] * (1 - arm_effect),
+                 host.jitter_sd, rng, world.server) for i in range(0, runs, CHUNK)]  # fmt: skip
+    return float(np.concatenate(met).mean())
+
+
+def true_capacity(world: World, target: float, arm_effect: float, runs: int = 4000, seed: int = 99) -> float:
+    """The load at which the arm's expected attainment crosses ``target`` (bisection in log load)."""
+    low, high = math.log(1.0), math.log(200.0)
+    for _ in range(24):
+        middle = (low + high) / 2
+        meets = expected_attainment(world, math.exp(middle), arm_effect, runs, seed) >= target
+        low, high = (middle, high) if meets else (low, middle)
+    return math.exp((low + high) / 2)
+
+
+def rounded(value: Any) -> Any:
+    """``value`` as JSON data with every float cut to 5 significant digits (a small, readable file)."""
+    return json.loads(json.dumps(value), parse_float=lambda text: float(f"{float(text):.5g}"))
+
+
+def rate(hits: int, total: int) -> dict[str, Any]:
+    """A proportion with its Wilson 95% interval."""
+    ci = stats.binomtest(hits, total).proportion_ci(method="wilson")
+    return {"rate": hits / total, "ci": [ci.low, ci.high], "hits": hits, "of": total}
+
+
+def show(name: str, share: dict[str, Any]) -> str:
+    return f"{name} {share['rate']:.1%} [{share['ci'][0]:.1%}, {share['ci'][1]:.1%}]"
+
+
+def drift_series(rng: np.random.Generator, host: Host, state: Floats, rounds: int) -> Floats:
+    """``rounds`` further steps of each AR(1) drift in ``state``: (len(state), rounds)."""
+    out = np.empty((state.size, rounds))
+    for r in range(rounds):
+        out[:, r] = state = host.drift_rho * state + math.sqrt(
+            1 - host.drift_rho**2
+        ) * host.drift_sd * rng.standard_normal(state.size)
+    return out
+
+
+def _p_values(counts: PairedCounts, chunked: PairedCounts) -> dict[str, float]:
+    """Two-sided p of "no difference" by the tool's test and by the alternatives it was chosen over."""
+    only_a, only_b, total = sum(counts.only_a), sum(counts.only_b), sum(counts.requests)
+    normal_p = lambda deff: float(2 * stats.norm.sf(abs(tango_score(only_a / deff, only_b / deff, total / deff, 0))))  # noqa: E731
+    return {
+        "tool": attainment_difference(counts).p_value,
+        "request_level_mcnemar": normal_p(1.0),
+        "chunks_within_rounds_normal": normal_p(round_design_effect(chunked)),
+        "rounds_normal": normal_p(round_design_effect(counts)),
+    }
+
+
+def attainment_test(rng: np.random.Generator, world: World, load: float, rounds: int, reps: int) -> dict[str, Any]:
+    """Share of ``reps`` comparisons at ``load`` each test calls different at 5% (B better, for the tool's power)."""
+    drifts = drift_series(rng, world.host, world.host.drift_sd * rng.standard_normal(reps), rounds)
+    met_a, met_b = rounds_at(
+        rng, world, np.full(reps * rounds, load), drifts.ravel(), workload(rng, reps * rounds, world)
+    )
+    n = world.server.requests
+    calls: Counter[str] = Counter()
+    seen = []
+    for a, b in zip(met_a.reshape(reps, rounds, n), met_b.reshape(reps, rounds, n), strict=True):
+        counts = PairedCounts.from_rounds(a, b)
+        chunked = PairedCounts.from_rounds(a.reshape(rounds * 10, -1), b.reshape(rounds * 10, -1))
+        for name, p in _p_values(counts, chunked).items():
+            calls[name] += p < 0.05
+        tool = attainment_difference(counts)
+        calls["tool_b_better"] += tool.flagged and tool.difference > 0
+        seen.append((tool.attainment_a, tool.difference, sum(tool.discordant) / tool.requests, tool.design_effect))
+    attainment, difference, discordant, deff = np.array(seen).T
+    return {
+        "load": load,
+        "rounds": rounds,
+        "attainment_a": float(np.mean(attainment)),
+        "difference_mean": float(np.mean(difference)),
+        "discordant_share": float(np.mean(discordant)),
+        "design_effect_median": float(np.median(deff)),
+        "called_different": {name: rate(calls[name], reps) for name in sorted(calls)},
+    }
+
+
+def run_searches(
+    rng: np.random.Generator, world: World, count: int, make: Callable[[], KneeSearch]
+) -> list[KneeSearch]:
+    """``count`` searches advanced in lockstep, each round of probes simulated as one batch; every round of one pass
+    of a search replays one request set (scaled to its load), as a workload seeded by the pass would."""
+    searches = [make() for _ in range(count)]
+    drift = world.host.drift_sd * rng.standard_normal(count)
+    seed = int(rng.integers(2**32))
+    while True:
+        probes = [(i, p) for i, s in enumerate(searches) if (p := s.next_probe()) is not None]
+        if not probes:
+            return searches
+        rounds = [(i, p, tag) for i, p in probes for tag in p.passes]
+        drifts = np.empty(len(rounds))
+        for j, (i, _, _) in enumerate(rounds):  # the search's drift moves on by one round per round it runs
+            step = math.sqrt(1 - world.host.drift_rho**2) * world.host.drift_sd * rng.standard_normal()
+            drift[i] = drift[i] * world.host.drift_rho + step
+            drifts[j] = drift[i]
+        sets = [workload(np.random.default_rng((seed, i, r)), 1, world) for i, _, r in rounds]
+        requests = (np.concatenate([a for a, _ in sets]), np.concatenate([p for _, p in sets]))
+        loads = np.array([p.load for _, p, _ in rounds])
+        met_a, met_b = rounds_at(rng, world, loads, drifts, requests)
+        at = 0
+        for i, p in probes:
+            part = slice(at, at + p.rounds)
+            searches[i].record(LevelResult.measured(p.load, met_a[part], met_b[part]))
+            at += p.rounds
+
+
+def rejected_intervals(levels: tuple[LevelResult, ...], target: float, confidence: float = 0.95) -> dict[str, Any]:
+    """The log-ratio intervals the tool's was chosen over, on its own pieces: the delete-one-pass jackknife with the
+    t quantile, and the bootstrap percentile without the stretch (both without the floor)."""
+    loads, _, table = capacity._table(levels)
+    passes = table.shape[1]
+    full = capacity._arms(loads, table.sum(axis=1)[None], target)
+    point = float(full[1].log_load[0] - full[0].log_load[0])
+    left_out = capacity._arms(loads, table.sum(axis=1)[None] - np.moveaxis(table, 1, 0), target)
+    with np.errstate(invalid="ignore"):
+        replicates = capacity._signed_log(left_out[1]) - capacity._signed_log(left_out[0])
+    finite = bool(np.all(np.isfinite(replicates)))
+    se = math.sqrt((passes - 1) / passes * float(np.sum((replicates - replicates.mean()) ** 2))) if finite else math.inf
+    half = float(stats.t.ppf((1 + confidence) / 2, passes - 1)) * se
+    boot = capacity._resampled(loads, table, target, 2000, 0)
+    with np.errstate(invalid="ignore"):
+        values = boot[1] - boot[0]
+    tail = (1 - confidence) / 2
+    low = np.sort(np.where(np.isnan(values), -np.inf, values))[math.floor(tail * len(values))]
+    high = np.sort(np.where(np.isnan(values), np.inf, values))[math.ceil((1 - tail) * len(values)) - 1]
+    return {"jackknife_t": (point - half, point + half), "bootstrap_percentile": (float(low), float(high))}
+
+
+def summarize_searches(searches: list[KneeSearch], truth: float) -> dict[str, Any]:
+    """Coverage of ``truth``, calls, precision and runs of finished searches, beside the rejected intervals."""
+    done = [(s, e) for s in searches if (e := s.estimate()) is not None]
+    covered: Counter[str] = Counter()
+    halves: dict[str, list[float]] = {}
+    for search, e in done:
+        intervals = {"tool": (math.log(e.ci_low) if e.ci_low > 0 else -math.inf, math.log(e.ci_high))}
+        intervals |= rejected_intervals(search.levels, e.target) if e.passes > 1 else {}
+        for name, (low, high) in intervals.items():
+            covered[name] += low <= math.log(truth) <= high
+            halves.setdefault(name, []).append((high - low) / 2)
+    bounded = [e for _, e in done if e.ci_low > 0 and math.isfinite(e.ci_high)]
+    return {
+        "truth": truth,
+        "searches": len(searches),
+        "covered": {name: rate(covered[name], len(done)) for name in sorted(covered)},
+        "median_half_width_log": {name: float(np.median(v)) for name, v in sorted(halves.items())},
+        "excludes_1": rate(sum(e.flagged for _, e in done), len(done)),
+        "open_interval": rate(len(done) - len(bounded), len(done)),
+        "median_precision": float(np.median([e.precision for e in bounded])) if bounded else None,
+        "median_ratio": float(np.median([e.ratio for _, e in done])),
+        "runs": {"mean": float(np.mean([s.spent for s in searches])), "max": float(max(s.spent for s in searches))},
+        "rounds_per_level_median": float(np.median([e.rounds for _, e in done])),
+        "passes_median": float(np.median([e.passes for _, e in done])),
+        "levels_median": float(np.median([e.levels for _, e in done])),
+        "stop_reasons": dict(Counter(str(s.stop_reason) for s in searches)),
+        "bounds": dict(Counter(f"{e.capacity_a.bound}/{e.capacity_b.bound}" for _, e in done)),
+    }
+
+
+SEARCHES = (  # name, arrivals, B's effect, budget in runs
+    ("aa_bursty", True, 0.0, 160),
+    ("b_faster_bursty", True, 0.1, 160),
+    ("aa_bursty_small_budget", True, 0.0, 48),
+    ("b_faster_bursty_small_budget", True, 0.1, 48),
+    ("aa_poisson", False, 0.0, 160),
+    ("b_faster_poisson", False, 0.1, 160),
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--searches", type=int, default=1000, help="simulated searches per scenario")
+    parser.add_argument("--tests", type=int, default=2000, help="simulated comparisons per attainment scenario")
+    parser.add_argument("--seed", type=int, default=2025)
+    parser.add_argument("--target", type=float, default=0.95)
+    parser.add_argument("--precision", type=float, default=0.03)
+    parser.add_argument("--out", type=Path, default=Path("results/reference/capacity-sim.json"))
+    args = parser.parse_args()
+    began = time.perf_counter()
+    rng = np.random.default_rng(args.seed)
+    server, host = Server(), Host()
+    worlds = {bursty: World(server, host, bursty=bursty, effect=0.0) for bursty in (True, False)}
+    config = {**vars(args), "out": str(args.out), "server": asdict(server)}
+    config |= {"host": asdict(host), "searches_run": SEARCHES}
+    result: dict[str, Any] = {"config": config, "truth": {}}
+    knees: dict[tuple[bool, float], float] = {}
+    for bursty, effect in ((True, 0.0), (True, 0.1), (False, 0.0), (False, 0.1)):
+        knees[bursty, effect] = true_capacity(worlds[bursty], args.target, effect)
+        arrivals = "bursty" if bursty else "poisson"
+        result["truth"][f"{arrivals}_knee_effect_{effect}"] = knees[bursty, effect]
+        print(f"true knee, {arrivals}, B's steps x{1 - effect:.2f}: {knees[bursty, effect]:.3f}", flush=True)
+
+    tests: dict[str, Any] = {}
+    places = (("bursty", True, 1.0), ("poisson", False, 1.0), ("bursty_x1.4", True, 1.4), ("poisson_x1.2", False, 1.2))
+    for where, bursty, past in places:
+        for rounds in (3, 5, 8):
+            found = attainment_test(rng, worlds[bursty], past * knees[bursty, 0.0], rounds, args.tests)
+            tests[f"aa_{where}_{rounds}_rounds"] = found
+            calls = ", ".join(show(k, v) for k, v in found["called_different"].items() if k != "tool_b_better")
+            print(f"A/A {where}, {rounds} rounds (attainment {found['attainment_a']:.3f}): {calls}", flush=True)
+    for effect, rounds in ((0.05, 5), (0.05, 8), (0.1, 5)):
+        found = attainment_test(rng, replace(worlds[True], effect=effect), knees[True, 0.0], rounds, args.tests)
+        tests[f"power_bursty_{rounds}_rounds_effect_{effect}"] = found
+        called = show("B called better", found["called_different"]["tool_b_better"])
+        print(
+            f"B's steps x{1 - effect:.2f}, bursty, {rounds} rounds: {called}, "
+            f"mean difference {found['difference_mean']:+.4f}"
+        )
+    result["attainment"] = tests
+
+    searches: dict[str, Any] = {}
+    for name, bursty, effect, budget in SEARCHES:
+        start = 0.6 * knees[bursty, 0.0]
+
+        def make(start: float = start, budget: float = budget) -> KneeSearch:
+            return KneeSearch(start, args.target, budget=budget, precision=args.precision)
+
+        finished = run_searches(rng, replace(worlds[bursty], effect=effect), args.searches, make)
+        truth = knees[bursty, effect] / knees[bursty, 0.0] if effect else 1.0
+        searches[name] = summary = summarize_searches(finished, truth)
+        covered = ", ".join(show(k, v) for k, v in summary["covered"].items())
+        shares = f"{show('excludes 1', summary['excludes_1'])}, {show('open', summary['open_interval'])}"
+        print(f"{name}: covered {covered}; {shares}; median precision {summary['median_precision']:.2%}; runs "
+              f"{summary['runs']['mean']:.0f} ({time.perf_counter() - began:.0f} s)", flush=True)  # fmt: skip
+    result["capacity"] = searches
+    result["seconds"] = round(time.perf_counter() - began, 1)
+    write_json(args.out, rounded(result))
+    print(f"wrote {args.out} ({result['seconds']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
