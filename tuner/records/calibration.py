@@ -11,13 +11,11 @@ resolution quadruples it.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Literal, TypedDict, cast
 
-from tuner.errors import UserError
-from tuner.records.files import write_json
+from tuner.records.files import read_schema_json, write_json
 
 CALIBRATION_SCHEMA = "tuner.calibration/1"
 Method = Literal["runs", "steps"]
@@ -92,15 +90,7 @@ def load_calibration(path: Path) -> Calibration | None:
     """The calibration at ``path`` (None when there is none); a file of another schema is refused."""
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError.single(str(path), f"not a readable calibration: {exc}", "schema") from exc
-    if not isinstance(data, dict) or data.get("schema") != CALIBRATION_SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else None
-        raise UserError.single(
-            str(path), f"schema {found!r} is not {CALIBRATION_SCHEMA!r}: run `tuner calibrate` again", "schema"
-        )
+    data = read_schema_json(path, CALIBRATION_SCHEMA, "calibration", ": run `tuner calibrate` again")
     return cast(Calibration, data)
 
 

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tuner.errors import UserError
+
 
 def write_bytes(path: Path, data: bytes) -> Path:
     """Replace ``path`` with ``data`` atomically: a reader (or a kill) never sees a half-written file. The one
@@ -39,6 +41,19 @@ def write_bytes(path: Path, data: bytes) -> Path:
 def write_json(path: Path, data: Any) -> Path:
     """``data`` as indented JSON (values JSON lacks as their ``str``), atomically."""
     return write_bytes(path, (json.dumps(data, indent=2, sort_keys=False, default=str) + "\n").encode("utf-8"))
+
+
+def read_schema_json(path: Path, schema: str, what: str, fix: str = "") -> dict[str, Any]:
+    """The JSON object at ``path`` when its ``schema`` is ``schema``; else :class:`UserError` saying what is wrong
+    (``what``: the record's name; ``fix``: what to do about another schema)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError.single(str(path), f"not a readable {what}: {exc}", "schema") from exc
+    if not isinstance(data, dict) or data.get("schema") != schema:
+        found = data.get("schema") if isinstance(data, dict) else None
+        raise UserError.single(str(path), f"schema {found!r} is not {schema!r}{fix}", "schema")
+    return data
 
 
 def write_text(path: Path, text: str) -> Path:
