@@ -158,6 +158,12 @@ CASES: dict[str, tuple[str, int | None]] = {
         10,
     ),
     "dataset_random_without_count.yaml": ("workload.dataset: sample: random needs num_prompts", 8),
+    # capacity
+    "capacity_offline_workload.yaml": ("workload: the workload sends everything at once: capacity needs a load", 7),
+    "capacity_without_slo.yaml": ("measure.slo: capacity is the largest load meeting the SLO: set a target", 9),
+    "capacity_attainment_one.yaml": ("capacity.attainment: Input should be less than 1", 12),
+    "capacity_knob_unusable.yaml": ("capacity.load: load concurrency needs workload.concurrency", 12),
+    "capacity_start_outside_limits.yaml": ("capacity: start (50) must lie within [min_load, max_load]", 11),
     # YAML itself
     "syntax_unclosed_bracket.yaml": ("YAML syntax error: while parsing a flow mapping, expected ',' or '}'", 5),
     "syntax_bad_indent.yaml": ("YAML syntax error: mapping values are not allowed here", 5),
@@ -214,6 +220,7 @@ SPECIAL: dict[str, tuple[Callable[[Path], Path], str]] = {
 @pytest.fixture(autouse=True)
 def _no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from the repository root (relative model paths); fail loudly instead of starting an engine."""
+    import tuner.capacity.run
     import tuner.run.run
     import tuner.sweep.run
 
@@ -223,6 +230,7 @@ def _no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     monkeypatch.setattr(tuner.run.run, "run_experiment", refuse)
     monkeypatch.setattr(tuner.sweep.run, "run_sweep", refuse)
+    monkeypatch.setattr(tuner.capacity.run, "run_capacity", refuse)
 
 
 def assert_refused(code: int, stderr: str, output: str, path: Path, expected: str, line: int | None) -> None:
@@ -250,7 +258,7 @@ def test_every_corpus_file_is_in_the_table_and_says_what_is_wrong() -> None:
     assert all(path.read_bytes().startswith(b"# ") for path in files.values())
 
 
-@pytest.mark.parametrize("command", ["run", "sweep", "calibrate"])
+@pytest.mark.parametrize("command", ["run", "sweep", "calibrate", "capacity"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_corpus_file_is_refused_with_a_clear_message(name: str, command: str) -> None:
     path = CORPUS.relative_to(REPO) / name

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from tuner.config.capacity import CapacitySearch, LoadKnob
 from tuner.config.checks import (
+    check_capacity,
     check_dataset,
     check_engine_args,
     check_engine_configs,
@@ -56,6 +58,8 @@ def load_experiment(path: Path | str) -> Experiment:
     )
     if experiment.search is not None:
         problems += check_search(experiment.search, experiment.engine, root, experiment.env)
+    if experiment.capacity is not None:
+        problems += check_capacity(experiment, root)
     if not problems and experiment.serve.endpoint is None:
         problems = check_engine_configs(experiment, root)
     if not problems:
@@ -66,9 +70,11 @@ def load_experiment(path: Path | str) -> Experiment:
 
 
 __all__ = [
+    "CapacitySearch",
     "Experiment",
     "FixedLen",
     "LengthDist",
+    "LoadKnob",
     "Measure",
     "NormalLen",
     "Sampling",
@@ -76,6 +82,7 @@ __all__ = [
     "Slo",
     "UniformLen",
     "Workload",
+    "check_capacity",
     "context_limit",
     "load_experiment",
 ]

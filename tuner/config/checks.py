@@ -67,6 +67,22 @@ def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list
     return problems
 
 
+def check_capacity(experiment: Experiment, root: yaml.Node | None) -> list[Problem]:
+    """What ``tuner capacity`` needs of an experiment: a load knob the workload has, and an SLO to meet."""
+    problems = []
+    try:
+        experiment.load_knob()
+    except ValueError as exc:
+        where = ("capacity", "load") if experiment.capacity and experiment.capacity.load else ("workload",)
+        problems.append(Problem(str(exc), ".".join(map(str, where)), node_line(root, where)))
+    slo = experiment.measure.slo
+    if slo.ttft_ms is None and slo.tpot_ms is None and slo.e2e_ms is None:
+        where = ("measure", "slo") if "slo" in experiment.measure.model_fields_set else ("capacity",)
+        message = "capacity is the largest load meeting the SLO: set a target (ttft_ms, tpot_ms or e2e_ms)"
+        problems.append(Problem(message, "measure.slo", node_line(root, where)))
+    return problems
+
+
 def check_workload_memory(workload: Workload, root: yaml.Node | None) -> list[Problem]:
     """Refuse a synthetic workload whose requests would not fit in memory (a dataset's are checked once read)."""
     if workload.dataset is not None:

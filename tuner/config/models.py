@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tuner.config.capacity import CapacitySearch, LoadKnob
 from tuner.config.search import Scalar, Search
 from tuner.stats.stall_rate import StallRule
 from tuner.traffic.dataset import Dataset
@@ -166,12 +167,38 @@ class Experiment(_Strict):
     measure: Measure = Measure()
     strategies: dict[str, dict[str, Scalar | None]] = Field(default_factory=dict)
     search: Search | None = None
+    capacity: CapacitySearch | None = Field(None, description="how `tuner capacity` searches the SLO's knee")
     output_dir: Path = Path("results")
 
     @property
     def serving(self) -> Serve | None:
         """The server settings in ``mode: serve``, else None."""
         return self.serve if self.mode == "serve" else None
+
+    def load_knob(self) -> LoadKnob:
+        """The workload knob ``tuner capacity`` turns: ``capacity.load``, else the one the workload uses (a trace's
+        speed, a rate, then a concurrency cap); ValueError saying why there is none."""
+        workload, trace = self.workload, self.workload.dataset is not None and self.workload.dataset.schedule == "trace"
+        usable = {
+            LoadKnob.SPEED: trace,
+            LoadKnob.RATE: math.isfinite(workload.rate),
+            LoadKnob.CONCURRENCY: workload.concurrency is not None,
+        }
+        wanted = self.capacity.load if self.capacity is not None else None
+        if wanted is not None and not usable[wanted]:
+            needs = {
+                LoadKnob.SPEED: "workload.dataset.schedule: trace",
+                LoadKnob.RATE: "a finite workload.rate",
+                LoadKnob.CONCURRENCY: "workload.concurrency",
+            }
+            raise ValueError(f"load {wanted.value} needs {needs[wanted]}")
+        found = wanted or next((knob for knob, ok in usable.items() if ok), None)
+        if found is None:
+            raise ValueError(
+                "the workload sends everything at once: capacity needs a load to turn (a trace replayed with "
+                "dataset.schedule: trace, a rate, or a concurrency)"
+            )
+        return found
 
     @model_validator(mode="after")
     def _endpoint_is_measured_as_is(self) -> Experiment:

@@ -1,0 +1,58 @@
+"""The experiment file's ``capacity:`` section: how ``tuner capacity`` looks for the largest load that meets the SLO.
+
+The SLO itself is ``measure.slo`` (per-request targets, as ``vllm bench serve --goodput``); this section adds the
+share of requests that must meet every target and how the knee is searched. The load is one knob of the workload,
+whichever it uses: a trace's replay speed (``dataset.schedule: trace``; load = 1 / ``time_scale``), a Poisson or
+fixed ``rate`` (requests/s) or a ``concurrency`` cap (requests in flight).
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class LoadKnob(StrEnum):
+    """Which part of the workload ``tuner capacity`` turns up and down."""
+
+    SPEED = "speed"
+    """A trace replayed faster or slower: load = 1 / ``dataset.time_scale`` (2 replays twice as fast as recorded)."""
+    RATE = "rate"
+    """``workload.rate``, requests/s."""
+    CONCURRENCY = "concurrency"
+    """``workload.concurrency``, requests in flight (whole numbers)."""
+
+    @property
+    def unit(self) -> str:
+        return {"speed": "x recorded speed", "rate": "requests/s", "concurrency": "requests in flight"}[self.value]
+
+
+class CapacitySearch(BaseModel):
+    """``capacity:``: the attainment target and the knee search's settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    attainment: float = Field(0.99, gt=0, lt=1, description="share of requests that must meet every measure.slo target")
+    load: LoadKnob | None = Field(None, description="speed, rate or concurrency; none: the one the workload uses")
+    start: float | None = Field(None, gt=0, description="first load probed (knob units); none: the workload's")
+    min_load: float | None = Field(None, gt=0, description="never probe below this load")
+    max_load: float | None = Field(None, gt=0, description="never probe above this load")
+    growth: float = Field(2.0, gt=1.3, le=16, description="bracketing steps up or down by this factor")
+    resolution: float = Field(1.1, gt=1, le=4, description="grid loads at most this factor apart around the knee")
+    rounds: int = Field(3, ge=2, le=100, description="rounds per bracketing load (a round: one run of each arm)")
+    max_rounds: int = Field(50, ge=2, le=10_000, description="at most this many rounds at a grid load")
+    precision: float = Field(
+        0.05, gt=0, le=1, description="stop once the capacity ratio's CI half-width (log scale) is at most this"
+    )
+    budget_s: float = Field(900, gt=0, le=7 * 24 * 3600, description="engine seconds the search may spend")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CapacitySearch:
+        low, high = self.min_load or 0.0, self.max_load or math.inf
+        if low >= high:
+            raise ValueError(f"min_load ({low:g}) must be below max_load ({high:g})")
+        if self.start is not None and not low <= self.start <= high:
+            raise ValueError(f"start ({self.start:g}) must lie within [min_load, max_load]")
+        return self
