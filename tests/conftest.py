@@ -89,13 +89,40 @@ def engine_session() -> Iterator[EngineSession]:
         session.close()
 
 
+STREAMING_ENGINE = {**TINY_ENGINE, "enable_prefix_caching": True, "block_size": 32}
+"""The shared streaming engine: KV blocks of 32 tokens, so a trace's hash ids (32 tokens each) are its blocks."""
+SHARED_ENGINES = ("streaming_session", "engine_session")
+"""The session-wide engines, in the order their tests run (after every other engine test)."""
+
+
+@pytest.fixture(scope="session")
+def streaming_session() -> Iterator[EngineSession]:
+    """One tiny CPU engine streaming requests at their send times (AsyncLLM), with ``known_delay`` installable,
+    shared by the trace-replay and capacity tests."""
+    from tuner.measure.workbench import open_session
+    from tuner.plugin.protocol import encode_spec
+
+    session = open_session(STREAMING_ENGINE, encode_spec({}, ["known_delay"]), streaming=True)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def _shared_engine(item: pytest.Item) -> int:
+    """Which shared engine ``item`` runs on (1 + its index in :data:`SHARED_ENGINES`), 0 for none."""
+    names = getattr(item, "fixturenames", ())
+    return next((i + 1 for i, name in enumerate(SHARED_ENGINES) if name in names), 0)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the tests on the shared engine last, so it never idles beside the engines other tests start; a test on
-    it is an engine test whatever its module says (the fast loop runs the others on both cores)."""
+    """Run the tests on the shared engines last, grouped by engine, so that each starts once and never idles beside
+    the engines other tests start; a test on one is an engine test whatever its module says (the fast loop runs
+    the others on both cores)."""
     for item in items:
-        if "engine_session" in getattr(item, "fixturenames", ()):
+        if _shared_engine(item):
             item.add_marker(pytest.mark.engine)
-    items.sort(key=lambda item: "engine_session" in getattr(item, "fixturenames", ()))
+    items.sort(key=_shared_engine)
 
 
 @pytest.fixture

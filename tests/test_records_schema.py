@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tuner.records.capacity import CapacityRecord, LevelRecord, SearchRecord
 from tuner.records.loader import RunRecord, SweepSummary, TrialRow
 
 README = Path(__file__).resolve().parent.parent / "results" / "README.md"
@@ -35,6 +36,9 @@ def record_keys(record: type) -> set[str]:
         ("`run.json` — `tuner.run/1`", RunRecord),
         ("`sweep/summary.json` — `tuner.sweep/1`", SweepSummary),
         ("A trial in `trials[]`", TrialRow),
+        ("`capacity/capacity.json` — `tuner.capacity/1`", CapacityRecord),
+        ("The `search` of a capacity record", SearchRecord),
+        ("A load in `levels[]`", LevelRecord),
     ],
 )
 def test_the_schema_tables_list_exactly_the_record_fields(heading: str, record: type) -> None:

@@ -5,20 +5,19 @@ comparison driven by those arrivals recovers a known delay."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY_ENGINE
+from tests.conftest import STREAMING_ENGINE
 from tuner.config import Experiment
+from tuner.engine.session import EngineSession
 from tuner.measure.interleave import ANY_WORK, interleaved_comparison
 from tuner.measure.workbench import Workbench
-from tuner.plugin.protocol import encode_spec
 
 pytestmark = pytest.mark.engine
 
-BLOCK = 32  # tokens per hash id, and vLLM's KV block size here (CPU default: 128)
+BLOCK = STREAMING_ENGINE["block_size"]  # tokens per hash id, and vLLM's KV block size here (CPU default: 128)
 GROUPS = 4
 REQUESTS = 40
 GAP_MS = 50
@@ -43,7 +42,7 @@ def experiment(trace: Path, tmp_path: Path) -> Experiment:
     return Experiment.model_validate(
         {
             "name": "trace-replay",
-            "engine": {**TINY_ENGINE, "enable_prefix_caching": True, "block_size": BLOCK},
+            "engine": STREAMING_ENGINE,
             "workload": {
                 "dataset": {"path": str(trace), "format": "mooncake", "block_size": BLOCK, "schedule": "trace"},
                 "sampling": {"temperature": 0.0, "ignore_eos": True},
@@ -55,14 +54,11 @@ def experiment(trace: Path, tmp_path: Path) -> Experiment:
 
 
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workbench]:
+def bench(tmp_path_factory: pytest.TempPathFactory, streaming_session: EngineSession) -> Workbench:
     tmp = tmp_path_factory.mktemp("trace")
-    trace = write_trace(tmp / "shared.jsonl", shared=True)
-    bench = Workbench.start(experiment(trace, tmp), encode_spec({}, ["known_delay"]))
-    try:
-        yield bench
-    finally:
-        bench.session.close()
+    bench = Workbench(streaming_session, experiment(write_trace(tmp / "shared.jsonl", shared=True), tmp))
+    bench.warm_up()
+    return bench
 
 
 def test_requests_leave_at_their_recorded_times(bench: Workbench) -> None:

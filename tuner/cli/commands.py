@@ -25,6 +25,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("calibrate", "tuner.calibrate", "what a comparison costs on this host, and whether it is calibrated"),
     Command("sweep", "tuner.sweep", "search strategy sets and engine args, screened then confirmed"),
     Command("worker", "tuner.sweep", "run trials of a study shared by many workers"),
+    Command("capacity", "tuner.capacity", "the largest load within the SLO, reference and configuration, paired"),
     Command("versions", "tuner.versions", "compare vLLM installs on this host; bisect the step that changed"),
     Command("report", "tuner.report.run", "Markdown + HTML report with plots for a run, sweep or calibration"),
     Command("compare", "tuner.report.compare", "two runs, or two trials of a sweep, metric by metric"),

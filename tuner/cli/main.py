@@ -18,7 +18,7 @@ from tuner.cli.output import console, err_console, fail, user_errors
 from tuner.cli.progress import ConsoleFeedback
 from tuner.cli.results import register as register_result_commands
 from tuner.cli.strategies import strategies_app
-from tuner.cli.tables import calibration_table, repetitions_table, telemetry_table
+from tuner.cli.tables import calibration_table, capacity_table, repetitions_table, telemetry_table
 from tuner.cli.workload import register as register_workload_commands
 
 if TYPE_CHECKING:
@@ -76,6 +76,28 @@ def calibrate(
             f"[red]warning:[/red] the known {r['side']} delay was not recovered at {r['block_steps']}-step blocks"
         )
     console.print(f"wrote [bold]{escape(str(directory))}[/bold] (calibration.json, report.md, precision.png)")
+
+
+@app.command()
+def capacity(
+    experiment: ExperimentFile,
+    against: Annotated[
+        Path | None,
+        typer.Option(help="the configuration to compare: a sweep's winner.yaml (default: the experiment's strategies)"),
+    ] = None,
+) -> None:
+    """The largest load (a trace's speed, a rate or a concurrency) at which `measure.slo` holds for the reference
+    and for a configuration, and their ratio with a CI: both arms on one engine, paired per request."""
+    from tuner.capacity import configuration_from, run_capacity
+
+    with user_errors():
+        loaded = _load_writable(experiment)
+        path, record = run_capacity(
+            loaded, configuration_from(loaded, against), ConsoleFeedback(console), against=against
+        )
+    console.print(capacity_table(record))
+    console.print(record["summary"], soft_wrap=True, markup=False)  # its intervals' brackets are no markup
+    console.print(f"wrote [bold]{escape(str(path.parent))}[/bold] (capacity.json, report.md, attainment.png)")
 
 
 @app.command()

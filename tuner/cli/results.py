@@ -37,6 +37,7 @@ class BenchKindOption(StrEnum):
 class BenchSeriesOption(StrEnum):
     ratio = "ratio"
     absolute = "absolute"
+    capacity = "capacity"
 
 
 def report(
@@ -105,13 +106,13 @@ def export_bench(
     series: Annotated[
         BenchSeriesOption | None,
         typer.Option(
-            help="only one series: ratio (a sweep's paired ratios to its baseline, per configuration) or absolute "
-            "(the baseline's or a run's own figures)"
+            help="only one series: ratio (a sweep's paired ratios to its baseline, per configuration), absolute "
+            "(the baseline's or a run's own figures) or capacity (a capacity search's ratio)"
         ),
     ] = None,
     prefix: Annotated[str | None, typer.Option(help="benchmark name prefix (default: the experiment name)")] = None,
 ) -> None:
-    """Export a run or sweep for benchmark-action/github-action-benchmark (custom tools)."""
+    """Export a run, sweep or capacity search for benchmark-action/github-action-benchmark (custom tools)."""
     from tuner.cli.output import console, user_errors
     from tuner.series.export import export_bench as write_bench
 

@@ -11,6 +11,8 @@ from rich.text import Text
 
 from tuner.feedback import TableData
 from tuner.records.calibration import Calibration
+from tuner.records.capacity import CapacityRecord
+from tuner.report.capacity import LEVEL_COLUMNS, level_rows
 from tuner.report.describe import verdict_words
 
 
@@ -146,4 +148,14 @@ def calibration_table(record: Calibration) -> Table:
         table.add_row(
             f"known {r['side']} delay, K={r['block_steps']}", "", "", ci, f"known {r['known']:.4f}: {verdict}"
         )
+    return table
+
+
+def capacity_table(record: CapacityRecord) -> Table:
+    """Each probed load: both arms' attainment and their paired per-request difference."""
+    table = Table(title=f"{record['experiment']}: attainment per load ({record['search']['unit']})")
+    for column in LEVEL_COLUMNS:
+        table.add_column(column)
+    for row in level_rows(record):
+        table.add_row(*row)
     return table

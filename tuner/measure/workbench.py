@@ -11,7 +11,7 @@ from tuner.engine.session import EngineSession, OfflineSession, StreamingSession
 from tuner.errors import EnvNotInForce, StrategyNotActive
 from tuner.feedback import SILENT, Feedback, task
 from tuner.metrics.tail_attribution import attribute
-from tuner.metrics.timings import summarize
+from tuner.metrics.timings import met_each, summarize
 from tuner.plugin.protocol import PLUGIN_ERROR, REPORT, RESET, ProcessReport, switch_request
 from tuner.traffic.requests import RequestSpec
 from tuner.traffic.workload import WorkloadRecord, build_requests, traffic
@@ -182,7 +182,8 @@ class Workbench:
             )
 
     def repetition(self, feedback: Feedback = SILENT, label: str = "requests") -> dict[str, Any]:
-        """Run the workload once; return its metrics, per-process telemetry and output token ids."""
+        """Run the workload once; return its metrics, per-process telemetry, output token ids and whether each
+        request met every ``measure.slo`` target."""
         workload = self.experiment.workload
         self.fresh_prefix_cache(feedback)
         self.session.control(RESET)
@@ -210,4 +211,5 @@ class Workbench:
             "processes": processes,
             "tail": tail,
             "token_ids": [t.token_ids for t in timings],
+            "met": met_each(timings, slo),
         }

@@ -53,6 +53,11 @@ def meets_slo(timing: RequestTiming, slo: LatencyTargets) -> bool:
     return all(target is None or value <= target for target, value in targets)
 
 
+def met_each(timings: list[RequestTiming], slo: LatencyTargets) -> list[bool]:
+    """Per request, in order: finished with output and within every target (an unfinished request missed)."""
+    return [t.finished is not None and bool(t.chunk_times) and meets_slo(t, slo) for t in timings]
+
+
 def summarize(timings: list[RequestTiming], wall_s: float, slo: LatencyTargets | None = None) -> dict[str, Any]:
     """Throughput, goodput under ``slo`` and latency distributions (ms) of one repetition."""
     done = [t for t in timings if t.finished is not None and t.chunk_times]

@@ -1,10 +1,12 @@
 """``tuner report``: a Markdown + self-contained HTML report with PNG plots for a run or a sweep.
 
-Inputs (both versioned by their ``schema`` key, see ``results/README.md``):
+Inputs (each versioned by its ``schema`` key, see ``results/README.md``):
 
 - a run: ``<run dir>/run.json`` (``tuner.run/1``), given as the directory or the file;
 - a sweep: ``<experiment>/sweep/summary.json`` (``tuner.sweep/1``), given as the experiment directory, the
-  ``sweep/`` directory or the file.
+  ``sweep/`` directory or the file;
+- a capacity search: ``<experiment>/capacity/capacity.json`` (``tuner.capacity/1``), given as its directory or
+  the file; its report goes beside it (:mod:`tuner.report.capacity`).
 
 The report goes next to the input: ``<run dir>/report/`` for a run, ``<experiment>/report/`` for a sweep
 (``report-aa/`` for an A/A sweep in ``sweep-aa/``). Every file is written atomically.
@@ -20,9 +22,11 @@ import statistics
 from pathlib import Path
 
 from tuner.metrics.table import LATENCY_FAMILIES, METRIC_NAMES, metric_unit
+from tuner.records.capacity import capacity_file, load_capacity
 from tuner.records.files import write_text
 from tuner.records.loader import Loaded, load
 from tuner.records.values import run_reps
+from tuner.report.capacity import write_report as write_capacity_report
 from tuner.report.describe import aggregate_processes, describe_strategies, device, fmt_num, vllm_version
 from tuner.report.document import Doc
 from tuner.report.sections import environment_section, gc_sections
@@ -46,6 +50,8 @@ def report_dir(loaded: Loaded) -> Path:
 
 def build_report(path: Path, out_dir: Path | None = None) -> list[Path]:
     """Write ``report.md``, ``report.html`` and the PNG plots for the result at ``path``; return the paths."""
+    if (capacity := capacity_file(path)) is not None:  # beside its record, as `tuner capacity` wrote it
+        return write_capacity_report(out_dir or capacity.parent, load_capacity(capacity))
     loaded = load(path)
     out = out_dir or report_dir(loaded)
     out.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ The action's custom tools read a JSON list of entries::
 ratios), ``customSmallerIsBetter`` the latency percentiles (``{ttft,tpot,itl,e2e}_{p50,p90,p99}_ms``) and their
 ratios. The action draws one chart per entry name, so names stay stable from commit to commit.
 
-Two series, in separate files because the workflow alerts on them differently:
+Series, in separate files because the workflow alerts on them differently:
 
 - ``ratio`` (a sweep): for every configuration the sweep measured, its paired ratio to the baseline measured
   alongside it on the same engine, per objective and constraint, with the 95% CI in ``range`` (e.g.
@@ -20,6 +20,9 @@ Two series, in separate files because the workflow alerts on them differently:
   with the host and with vLLM (about ±12% run to run on the GPU host), so they are context, not a gate. No
   absolute figures are exported for the other configurations: across runs they would compare two engines.
 
+- ``capacity`` (a capacity search, ``results/<name>/capacity``): the configuration's capacity over the
+  reference's at the SLO, with its CI (:mod:`tuner.series.capacity`).
+
 The prefix defaults to the experiment name. ``extra`` is human-readable context: the configuration, the vLLM
 version, the device, the git revision, the repetitions and the verdicts. Every file is checked against the entry
 format (:mod:`tuner.series.entries`) before anything is written.
@@ -27,7 +30,6 @@ format (:mod:`tuner.series.entries`) before anything is written.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -36,6 +38,7 @@ from typing import Any, Literal, TypeGuard
 
 from tuner.errors import UserError
 from tuner.metrics.table import HIGHER_IS_BETTER, LATENCY_FAMILIES, metric_unit
+from tuner.records.capacity import capacity_file, load_capacity
 from tuner.records.files import write_json
 from tuner.records.loader import Loaded, RunRecord, SweepSummary, TrialRow, TrialState, load
 from tuner.records.values import engine_overrides, run_reps, trial_estimate, trial_metric, trial_reps
@@ -48,10 +51,12 @@ from tuner.report.describe import (
     ratio_metrics,
     vllm_version,
 )
+from tuner.series.capacity import capacity_entries
 from tuner.series.entries import KINDS, TOOLS, BenchEntry, Better, validate
+from tuner.series.naming import config_name
 from tuner.stats import RatioEstimate
 
-Series = Literal["ratio", "absolute"]
+Series = Literal["ratio", "absolute", "capacity"]
 THROUGHPUT = sorted(HIGHER_IS_BETTER)
 LATENCY = [f"{family}_{pct}_ms" for family in LATENCY_FAMILIES for pct in ("p50", "p90", "p99")]
 METRICS: dict[Better, list[str]] = {"bigger": THROUGHPUT, "smaller": LATENCY}
@@ -73,28 +78,6 @@ def _context(
     if more:
         lines.append(more)
     return "\n".join(lines)
-
-
-def config_name(strategies: dict[str, Any] | None, engine: dict[str, Any] | None) -> str:
-    """A configuration's stable name from its canonical settings: strategies by name, then engine overrides.
-
-    ``{"shared_empty_kv_blocks": {"enabled": False}, "gc_threshold": {"gen0_per_seq": 64}}`` gives
-    ``gc_threshold(gen0_per_seq=64)+shared_empty_kv_blocks(enabled=false)`` in every sweep, whatever the order
-    of trials or keys, so one dashboard series follows one configuration.
-    """
-    parts = [
-        _call(name, params if isinstance(params, dict) else {}) for name, params in sorted((strategies or {}).items())
-    ]
-    if engine:
-        parts.append(_call("engine", engine))
-    return "+".join(parts) or "vllm-as-installed"
-
-
-def _call(name: str, params: dict[str, Any]) -> str:
-    args = ",".join(
-        f"{key}={value if isinstance(value, str) else json.dumps(value)}" for key, value in sorted(params.items())
-    )
-    return f"{name}({args})" if args else name
 
 
 def _finite(value: object) -> TypeGuard[float]:
@@ -224,11 +207,19 @@ def export_bench(
     Of several files, an empty one is left out; a single file asked for must have entries. Nothing is written
     when any file would be invalid; every problem is a :class:`UserError` (one line, exit 2).
     """
-    loaded = load(path)
-    where = str(loaded.path)
-    entries = bench_entries(loaded, prefix)
+    capacity = capacity_file(path)
+    if capacity is not None:
+        record = load_capacity(capacity)
+        where, what = str(capacity), "capacity search"
+        entries: dict[Series, Entries] = {
+            "capacity": {"bigger": capacity_entries(record, prefix or record["experiment"]), "smaller": []}
+        }
+    else:
+        loaded = load(path)
+        where, what = str(loaded.path), loaded.kind
+        entries = bench_entries(loaded, prefix)
     if series is not None and series not in entries:
-        raise UserError.single(where, f"a {loaded.kind} has no {series} series (only: {', '.join(entries)})")
+        raise UserError.single(where, f"a {what} has no {series} series (only: {', '.join(entries)})")
     chosen_series = [series] if series is not None else list(entries)
     chosen_kinds = [kind] if kind is not None else list(KINDS)
     files: dict[Path, list[BenchEntry]] = {}

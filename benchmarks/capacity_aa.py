@@ -1,0 +1,112 @@
+"""``tuner capacity`` on the CPU engine: A/A searches (the capacity ratio's CI must cover 1) and known slowdowns
+(its CI must lie below 1), each a whole search through the command's own code on one streaming engine.
+
+    python -m benchmarks.capacity_aa [--aa 5] [--slow 2] [--out results/reference/capacity-aa-cpu.json]
+
+The A/A configuration is ``known_delay`` with no delay: every engine process switches between the arms as in a
+real comparison, and nothing differs. The slowdown is a 5 ms wait before every batch the worker executes. The
+workload is the engine test's (``tests/test_capacity.py``): 48 requests of 16 + 16 tokens at a Poisson rate, TTFT
+<= 200 ms for 90% of them, a 90 s budget per search; each search draws other requests (its own seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from tuner.capacity import capacity_on
+from tuner.config import Experiment
+from tuner.config.start import StartConfig
+from tuner.measure.workbench import Workbench, open_session
+from tuner.plugin.protocol import encode_spec
+from tuner.records.files import write_json
+from tuner.vllm.environment import environment_record
+
+ENGINE = {
+    "model": "builtin:opt-tiny",
+    "max_num_seqs": 16,
+    "max_model_len": 256,
+    "enforce_eager": True,
+    "kv_cache_memory_bytes": 64 << 20,
+    "dtype": "float32",
+}
+ARMS = {"aa": {"known_delay": {}}, "slow": {"known_delay": {"worker_ms": 5.0}}}
+
+
+def experiment(seed: int, out: Path, budget_s: float) -> Experiment:
+    return Experiment.model_validate(
+        {
+            "name": f"capacity-aa-{seed}",
+            "engine": ENGINE,
+            "workload": {
+                "num_prompts": 48,
+                "rate": 32.0,
+                "input_len": {"dist": "fixed", "value": 16},
+                "output_len": {"dist": "fixed", "value": 16},
+                "seed": seed,
+            },
+            "measure": {"slo": {"ttft_ms": 200.0}, "warmup_prompts": 0},
+            "capacity": {"attainment": 0.9, "rounds": 2, "budget_s": budget_s, "min_load": 2, "max_load": 1024},
+            "output_dir": str(out),
+        }
+    )
+
+
+def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
+    began = time.perf_counter()
+    _, record = capacity_on(bench, exp, StartConfig(strategies=ARMS[kind]))
+    estimate = record["estimate"] or {}
+    low, high = estimate.get("ci_low"), estimate.get("ci_high")
+    row = {
+        "kind": kind,
+        "seed": exp.workload.seed,
+        "ratio": estimate.get("ratio"),
+        "ci": [low, high],
+        "covers_1": (low is None or low <= 1) and (high is None or high >= 1),
+        "below_1": high is not None and high < 1,
+        "capacity": [estimate.get("capacity_a", {}).get("load"), estimate.get("capacity_b", {}).get("load")],
+        "bounds": [estimate.get("capacity_a", {}).get("bound"), estimate.get("capacity_b", {}).get("bound")],
+        "loads": len(record["levels"]),
+        "spent_s": round(record["search"]["spent_s"], 1),
+        "stop": record["search"]["stop"],
+        "wall_s": round(time.perf_counter() - began, 1),
+        "summary": record["summary"],
+    }
+    print(f"{kind} seed {row['seed']}: {row['summary']} ({row['spent_s']} s, {row['stop']})", flush=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--aa", type=int, default=5, help="A/A searches")
+    parser.add_argument("--slow", type=int, default=2, help="known-slowdown searches")
+    parser.add_argument("--budget-s", type=float, default=90.0)
+    parser.add_argument("--out", type=Path, default=Path("results/reference/capacity-aa-cpu.json"))
+    args = parser.parse_args()
+    scratch = Path("results/benchmarks/capacity-aa")
+    session = open_session({**ENGINE, "enable_prefix_caching": True}, encode_spec({}, ["known_delay"]), streaming=True)
+    rows = []
+    try:
+        for index, kind in enumerate(["aa"] * args.aa + ["slow"] * args.slow):
+            exp = experiment(100 + index, scratch, args.budget_s)
+            rows.append(search(Workbench(session, exp), exp, kind))
+    finally:
+        session.close()
+    aa = [r for r in rows if r["kind"] == "aa"]
+    slow = [r for r in rows if r["kind"] == "slow"]
+    result = {
+        "command": f"python -m benchmarks.capacity_aa --aa {args.aa} --slow {args.slow} --budget-s {args.budget_s:g}",
+        "environment": environment_record(),
+        "aa_covering_1": f"{sum(r['covers_1'] for r in aa)} of {len(aa)}",
+        "slow_below_1": f"{sum(r['below_1'] for r in slow)} of {len(slow)}",
+        "searches": rows,
+    }
+    write_json(args.out, result)
+    print(f"A/A CIs covering 1: {result['aa_covering_1']}; slowdowns found below 1: {result['slow_below_1']}")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""``tuner capacity``: the load knob, the configuration it compares, the sentence it ends with, the report and plot
+from a record, and (on the shared streaming engine) a known slowdown found with the capacity ratio's CI below 1."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tests.conftest import STREAMING_ENGINE
+from tuner.capacity import capacity_on, configuration_from
+from tuner.capacity.load import at_load, current_load, offered_rps
+from tuner.capacity.sentence import capacity_sentence, slo_words
+from tuner.cli.main import app
+from tuner.config import Experiment, LoadKnob
+from tuner.engine.session import EngineSession
+from tuner.errors import UserError
+from tuner.measure.workbench import Workbench
+from tuner.records.capacity import load_capacity
+from tuner.report.capacity import write_report
+from tuner.stats.proportion import arm_attainment, wilson
+
+REPO = Path(__file__).parent.parent
+TRACE = REPO / "experiments" / "traces" / "mooncake-sample.yaml"
+
+
+def experiment(**changes: Any) -> Experiment:
+    body: dict[str, Any] = {
+        "name": "capacity",
+        "engine": STREAMING_ENGINE,
+        "workload": {"num_prompts": 8, "rate": 4.0},
+        "measure": {"slo": {"ttft_ms": 500}},
+    }
+    body.update(changes)
+    return Experiment.model_validate(body)
+
+
+def test_the_knob_is_the_one_the_workload_uses_or_the_one_asked_for() -> None:
+    assert experiment().load_knob() is LoadKnob.RATE
+    capped = experiment(workload={"num_prompts": 8, "rate": 4.0, "concurrency": 3})
+    assert capped.load_knob() is LoadKnob.RATE  # a rate first: the cap then only limits it
+    assert experiment(workload={"num_prompts": 8, "concurrency": 3}).load_knob() is LoadKnob.CONCURRENCY
+    asked = experiment(workload={"num_prompts": 8, "rate": 4.0, "concurrency": 3}, capacity={"load": "concurrency"})
+    assert asked.load_knob() is LoadKnob.CONCURRENCY
+    with pytest.raises(ValueError, match="sends everything at once"):
+        experiment(workload={"num_prompts": 8}).load_knob()
+
+
+def test_a_load_changes_only_its_knob_and_the_requests_stay() -> None:
+    base = experiment()
+    faster = at_load(base, LoadKnob.RATE, 8.0)
+    assert faster.workload.rate == 8.0 and current_load(faster, LoadKnob.RATE) == 8.0
+    assert faster.workload.model_copy(update={"rate": 4.0}) == base.workload
+    capped = experiment(workload={"num_prompts": 8, "concurrency": 3})
+    assert at_load(capped, LoadKnob.CONCURRENCY, 4.6).workload.concurrency == 5  # whole requests in flight
+    with pytest.raises(ValueError, match="positive and finite"):
+        at_load(base, LoadKnob.RATE, 0.0)
+    assert offered_rps([0.0, 0.5, 1.0]) == 2.0 and math.isinf(offered_rps([0.0, 0.0]))
+
+
+def test_a_trace_is_replayed_faster_at_a_higher_speed() -> None:
+    from tuner.config import load_experiment
+
+    trace = load_experiment(TRACE)
+    assert trace.load_knob() is LoadKnob.SPEED
+    assert current_load(trace, LoadKnob.SPEED) == pytest.approx(2.5)  # time_scale 0.4
+    assert at_load(trace, LoadKnob.SPEED, 5.0).workload.dataset.time_scale == pytest.approx(0.2)  # type: ignore[union-attr]
+
+
+def test_the_configuration_comes_from_a_winner_file_or_the_experiment(tmp_path: Path) -> None:
+    winner = tmp_path / "winner.yaml"
+    winner.write_text(yaml.safe_dump({"engine": {}, "env": {}, "strategies": {"gc_threshold": {"gen0_per_seq": 64}}}))
+    assert configuration_from(experiment(), winner).strategies == {"gc_threshold": {"gen0_per_seq": 64}}
+    own = experiment(strategies={"known_delay": {"worker_ms": 1.0}})
+    assert configuration_from(own, None).strategies == {"known_delay": {"worker_ms": 1.0}}
+    for text, message in (
+        ("strategies: [a]\n", "not a winner file"),
+        ("trial: 3\nstrategies: {}\n", "not a winner file"),
+        ("strategies: {a: 1\n", "not a YAML text file"),
+    ):
+        winner.write_text(text)
+        with pytest.raises(UserError, match=message):
+            configuration_from(experiment(), winner)
+    with pytest.raises(UserError, match="cannot read"):
+        configuration_from(experiment(), tmp_path)
+
+
+def test_the_command_refuses_what_it_cannot_compare_before_an_engine_starts(tmp_path: Path) -> None:
+    path = tmp_path / "cap.yaml"
+    body = {"name": "cap", "workload": {"num_prompts": 8, "rate": 4.0}, "measure": {"slo": {"ttft_ms": 500}}}
+    body["output_dir"] = str(tmp_path / "results")
+    path.write_text(yaml.safe_dump(body))
+    nothing = CliRunner().invoke(app, ["capacity", str(path)])
+    assert nothing.exit_code == 2 and "no configuration to compare" in nothing.stderr
+    winner = tmp_path / "winner.yaml"
+    winner.write_text(yaml.safe_dump({"engine": {"max_num_seqs": 8}, "env": {}, "strategies": {"known_delay": {}}}))
+    restart = CliRunner().invoke(app, ["capacity", str(path), "--against", str(winner)])
+    assert restart.exit_code == 2 and "max_num_seqs would need an engine of its own per arm" in restart.stderr
+    winner.write_text(yaml.safe_dump({"strategies": {"gc_magic": {}}}))
+    unknown = CliRunner().invoke(app, ["capacity", str(path), "--against", str(winner)])
+    assert unknown.exit_code == 2 and "strategies.gc_magic: unknown strategy" in unknown.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_command_prints_each_load_and_the_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tuner.capacity
+
+    path = tmp_path / "cap.yaml"
+    body = {"name": "cap", "workload": {"num_prompts": 8, "rate": 4.0}, "measure": {"slo": {"ttft_ms": 500}}}
+    path.write_text(yaml.safe_dump({**body, "strategies": {"known_delay": {}}, "output_dir": str(tmp_path)}))
+    written = tmp_path / "cap" / "capacity" / "capacity.json"
+    monkeypatch.setattr(tuner.capacity, "run_capacity", lambda *args, **kwargs: (written, _record(tmp_path)))
+    result = CliRunner().invoke(app, ["capacity", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "78.33%" in result.output and "+5.00 [-1.00, +11.00]" in result.output  # the 8 requests/s row
+    assert "the configuration serves 20.0% [5.0%, 40.0%] more requests/s" in result.output
+
+
+def test_an_arms_interval_widens_when_its_rounds_disagree() -> None:
+    steady = arm_attainment([0.9, 0.9, 0.9], 100)
+    spread = arm_attainment([0.7, 1.0, 1.0], 100)
+    assert steady.design_effect == 1.0 and (steady.ci_low, steady.ci_high) == pytest.approx(wilson(0.9, 300))
+    assert spread.attainment == pytest.approx(0.9) and spread.design_effect > 5
+    assert spread.ci_high - spread.ci_low > 2 * (steady.ci_high - steady.ci_low)
+    perfect = arm_attainment([1.0, 1.0], 50)
+    assert perfect.ci_high == 1.0 and 0.95 < perfect.ci_low < 1.0  # none missed in 100: not a point
+
+
+def _estimate(
+    ratio: float, low: float | None, high: float | None, bounds: tuple[str, str] = ("exact", "exact")
+) -> dict[str, Any]:
+    flagged = (low is not None and low > 1) or (high is not None and high < 1)
+    return {
+        "capacity_a": {"load": 10.0, "bound": bounds[0]},
+        "capacity_b": {"load": 10.0 * ratio, "bound": bounds[1]},
+        "ratio": ratio,
+        "ratio_bound": "exact" if bounds == ("exact", "exact") else "unknown",
+        "ci_low": low,
+        "ci_high": high,
+        "flagged": flagged,
+        "passes": 6,
+        "method": "test",
+    }
+
+
+def test_the_sentence_says_what_the_interval_shows() -> None:
+    slo = {"ttft_ms": 500.0, "tpot_ms": 50.0, "e2e_ms": None}
+    assert slo_words(slo, 0.99) == "99% of requests within TTFT <= 500 ms and TPOT <= 50 ms"
+    more = capacity_sentence(_estimate(1.061, 1.023, 1.098), LoadKnob.RATE, slo, 0.99)
+    assert more.startswith("the configuration serves 6.1% [2.3%, 9.8%] more requests/s than the reference at 99%")
+    less = capacity_sentence(_estimate(0.486, None, 0.6), LoadKnob.SPEED, slo, 0.99)
+    assert less.startswith("the configuration serves 51.4% (95% CI: at least 40.0%) less traffic (replay speed)")
+    unclear = capacity_sentence(_estimate(1.02, 0.97, None), LoadKnob.RATE, slo, 0.99)
+    assert "is not shown to serve a different load than the reference" in unclear
+    assert "+2.0% (95% CI: at least -3.0%)" in unclear
+    censored = capacity_sentence(_estimate(1.0, None, None, ("at_least", "exact")), LoadKnob.SPEED, slo, 0.99)
+    assert censored.startswith("capacity not bracketed") and "the reference meets it at every load probed" in censored
+    assert capacity_sentence(None, LoadKnob.RATE, slo, 0.99).startswith("no capacity estimate")
+
+
+def _record(tmp_path: Path) -> dict[str, Any]:
+    def level(load: float, a: list[float], b: list[float]) -> dict[str, Any]:
+        return {
+            "load": load,
+            "offered_rps": load,
+            "rounds": len(a),
+            "requests": 20,
+            "attainment": {"reference": sum(a) / len(a), "configuration": sum(b) / len(b)},
+            "difference": {"difference": 0.05, "ci_low": -0.01, "ci_high": 0.11, "p_value": 0.09},
+            "runs": {
+                "reference": [{"attainment": x, "wall_s": 2.0} for x in a],
+                "configuration": [{"attainment": x, "wall_s": 2.0} for x in b],
+            },
+        }
+
+    return {
+        "schema": "tuner.capacity/1",
+        "experiment": "cap",
+        "created": "2026-11-27T00:00:00+00:00",
+        "mode": "engine",
+        "vllm": "0.32.0",
+        "slo": {"ttft_ms": 500.0, "tpot_ms": None, "e2e_ms": None},
+        "target": 0.9,
+        "reference": {"strategies": {}},
+        "configuration": {"strategies": {"known_delay": {"worker_ms": 4.0}}},
+        "against": None,
+        "search": {
+            "knob": "rate",
+            "unit": "requests/s",
+            "start": 4.0,
+            "growth": 2.0,
+            "resolution": 1.1,
+            "rounds": 3,
+            "precision": 0.05,
+            "budget_s": 60.0,
+            "spent_s": 58.0,
+            "stop": "budget",
+            "forecast": ["capacity budget 60 s: ..."],
+        },
+        "levels": [level(4.0, [1.0, 1.0, 0.95], [1.0, 1.0, 1.0]), level(8.0, [0.8, 0.85, 0.7], [0.95, 0.9, 0.9])],
+        "estimate": _estimate(1.2, 1.05, 1.4),
+        "summary": "the configuration serves 20.0% [5.0%, 40.0%] more requests/s",
+        "workload": {},
+    }
+
+
+def test_the_report_tells_the_levels_and_draws_the_attainment_with_the_knees(tmp_path: Path) -> None:
+    record = _record(tmp_path)
+    paths = write_report(tmp_path, record)  # type: ignore[arg-type]
+    assert [p.name for p in paths] == ["report.md", "report.html", "attainment.png"]
+    text = (tmp_path / "report.md").read_text()
+    assert "**the configuration serves 20.0% [5.0%, 40.0%] more requests/s.**" in text
+    assert "| 8 | 8 | 3 | 20 | 78.33% | 91.67% | +5.00 [-1.00, +11.00] | 0.09 |" in text
+    assert (tmp_path / "attainment.png").stat().st_size > 10_000
+
+
+def test_report_and_export_read_a_capacity_directory(tmp_path: Path) -> None:
+    directory = tmp_path / "cap" / "capacity"
+    directory.mkdir(parents=True)
+    (directory / "capacity.json").write_text(json.dumps(_record(tmp_path)))
+    report = CliRunner().invoke(app, ["report", str(directory)])
+    assert report.exit_code == 0, report.output
+    assert (directory / "report.html").is_file() and (directory / "attainment.png").is_file()
+    out = tmp_path / "bench.json"
+    exported = CliRunner().invoke(app, ["export", "bench", str(tmp_path / "cap"), "-o", str(out), "--kind", "bigger"])
+    assert exported.exit_code == 0, exported.output
+    (entry,) = json.loads(out.read_text())
+    assert entry["name"] == "cap/capacity-ratio/known_delay(worker_ms=4.0)/rate" and entry["unit"] == "x reference"
+    assert (entry["value"], entry["range"]) == (1.2, "1.050-1.400x (95% CI)")
+    record = _record(tmp_path)
+    record["estimate"] = _estimate(1.0, None, None, ("at_least", "exact"))  # a bound is no point on a chart
+    (directory / "capacity.json").write_text(json.dumps(record))
+    nothing = CliRunner().invoke(app, ["export", "bench", str(directory), "-o", str(out), "--kind", "bigger"])
+    assert nothing.exit_code == 2 and "nothing to export in the capacity series" in nothing.stderr
+
+
+def test_the_record_round_trips_and_another_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "capacity.json"
+    path.write_text(json.dumps(_record(tmp_path)))
+    assert load_capacity(path)["search"]["stop"] == "budget"
+    path.write_text(json.dumps({"schema": "tuner.run/1"}))
+    with pytest.raises(UserError, match=r"is not 'tuner\.capacity/1'"):
+        load_capacity(path)
+
+
+@pytest.mark.engine
+def test_a_known_slowdown_lowers_the_capacity_with_its_interval_below_1(
+    streaming_session: EngineSession, tmp_path: Path
+) -> None:
+    """A 5 ms wait before every batch the worker executes (steps of ~20-45 ms here) makes each request slower and
+    the queue longer, so the configuration meets the TTFT target up to a lower Poisson rate than the reference:
+    the capacity ratio's interval must lie below 1. Seen here: -25.1% [open, -6.9%] in 90 engine seconds (the
+    reference's knee near 110 requests/s, the configuration's near 83). The budget is the test's: 75 s."""
+    exp = experiment(
+        workload={
+            "num_prompts": 48,
+            "rate": 32.0,
+            "input_len": {"dist": "fixed", "value": 16},
+            "output_len": {"dist": "fixed", "value": 16},
+            "seed": 5,
+        },
+        measure={"slo": {"ttft_ms": 200.0}, "warmup_prompts": 0},
+        capacity={"attainment": 0.9, "growth": 2.0, "rounds": 2, "budget_s": 75, "min_load": 2, "max_load": 1024},
+        strategies={"known_delay": {"worker_ms": 5.0}},
+        output_dir=str(tmp_path),
+    )
+    path, record = capacity_on(Workbench(streaming_session, exp), exp, configuration_from(exp, None))
+    estimate = record["estimate"]
+    assert estimate is not None, record["summary"]
+    assert estimate["capacity_a"]["bound"] == estimate["capacity_b"]["bound"] == "exact", record["summary"]
+    assert estimate["ci_high"] is not None and estimate["ci_high"] < 1, record["summary"]
+    assert record["summary"].startswith("the configuration serves ") and " fewer requests/s" in record["summary"]
+    assert len(record["search"]["forecast"]) == 2 and record["search"]["stop"] in ("planned", "budget")
+    assert load_capacity(path)["levels"] == record["levels"]
+    assert (path.parent / "attainment.png").is_file() and (path.parent / "report.md").is_file()

@@ -1,0 +1,92 @@
+"""The capacity record: what ``tuner capacity`` measured, and its one file.
+
+``<output_dir>/<experiment>/capacity/capacity.json`` (schema ``tuner.capacity/1``), rewritten after every load level,
+so that an interrupted search keeps what it measured. The fields are described in ``results/README.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypedDict, cast
+
+from tuner.records.files import read_schema_json, write_json
+
+CAPACITY_SCHEMA = "tuner.capacity/1"
+
+
+class ArmRecord(TypedDict):
+    """What one arm runs: vLLM as installed with the experiment's engine (the reference), or a configuration."""
+
+    strategies: dict[str, dict[str, Any]]
+
+
+class LevelRecord(TypedDict):
+    """One load level: both arms' rounds there and the paired attainment difference per request."""
+
+    load: float
+    offered_rps: float  # requests over the span of their send times at this load (inf: all sent at once)
+    rounds: int
+    requests: int  # per arm and round
+    attainment: dict[str, float]  # per arm ("reference", "configuration"): pooled over rounds
+    difference: dict[str, Any] | None  # AttainmentDifference.to_dict(), configuration - reference; None at 1 round
+    runs: dict[str, list[dict[str, float]]]  # per arm, per round: attainment and wall_s
+
+
+class SearchRecord(TypedDict):
+    """How the knee was searched and why it stopped."""
+
+    knob: str  # speed, rate or concurrency (tuner.config.LoadKnob)
+    unit: str
+    start: float
+    growth: float
+    resolution: float
+    rounds: int
+    precision: float
+    budget_s: float
+    spent_s: float
+    stop: (
+        str | None
+    )  # planned (the passes the precision needs), budget, max_rounds, censored, interrupted; None: running
+    forecast: list[str]  # what the budget could resolve, said before the run and once the knee was bracketed
+
+
+class CapacityRecord(TypedDict):
+    schema: str
+    experiment: str
+    created: str
+    mode: str  # engine or serve
+    vllm: str | None
+    slo: dict[str, float | None]  # measure.slo: the per-request targets
+    target: float  # the share of requests that must meet every target
+    reference: ArmRecord
+    configuration: ArmRecord
+    against: str | None  # the file the configuration came from (a sweep's winner.yaml), if any
+    search: SearchRecord
+    levels: list[LevelRecord]
+    estimate: dict[str, Any] | None  # tuner.stats.capacity.CapacityEstimate.to_dict(), None before two levels
+    summary: str  # the sentence the report and the CLI print
+    workload: dict[str, Any]  # the workload record at the start load
+
+
+def capacity_path(output_dir: Path, experiment: str) -> Path:
+    return output_dir / experiment / "capacity" / "capacity.json"
+
+
+def capacity_file(path: Path) -> Path | None:
+    """The capacity record ``path`` names (the file, its ``capacity/`` directory or the experiment directory
+    holding one but no sweep or run), None when it names none."""
+    if path.is_file():
+        return path if path.name == "capacity.json" else None
+    for candidate in (path / "capacity.json", path / "capacity" / "capacity.json"):
+        if candidate.is_file() and not (path / "sweep" / "summary.json").is_file():
+            return candidate
+    return None
+
+
+def save_capacity(path: Path, record: CapacityRecord) -> Path:
+    return write_json(path, record)
+
+
+def load_capacity(path: Path) -> CapacityRecord:
+    """The capacity record at ``path``; a file of another schema is refused."""
+    return cast(CapacityRecord, read_schema_json(path, CAPACITY_SCHEMA, "capacity record"))

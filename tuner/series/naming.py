@@ -1,0 +1,28 @@
+"""The one name a configuration has in every series: its canonical settings, whatever the order of keys."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def config_name(strategies: dict[str, Any] | None, engine: dict[str, Any] | None) -> str:
+    """A configuration's stable name from its canonical settings: strategies by name, then engine overrides.
+
+    ``{"shared_empty_kv_blocks": {"enabled": False}, "gc_threshold": {"gen0_per_seq": 64}}`` gives
+    ``gc_threshold(gen0_per_seq=64)+shared_empty_kv_blocks(enabled=false)`` in every sweep, whatever the order
+    of trials or keys, so one dashboard series follows one configuration.
+    """
+    parts = [
+        _call(name, params if isinstance(params, dict) else {}) for name, params in sorted((strategies or {}).items())
+    ]
+    if engine:
+        parts.append(_call("engine", engine))
+    return "+".join(parts) or "vllm-as-installed"
+
+
+def _call(name: str, params: dict[str, Any]) -> str:
+    args = ",".join(
+        f"{key}={value if isinstance(value, str) else json.dumps(value)}" for key, value in sorted(params.items())
+    )
+    return f"{name}({args})" if args else name
