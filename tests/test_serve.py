@@ -23,11 +23,13 @@ import pytest
 import yaml
 
 from tests.conftest import TINY_ENGINE, is_engine_core
+from tuner.capacity import capacity_on, configuration_from
 from tuner.config import Experiment, Sampling, Slo
 from tuner.engine.server import ServerSession, record_chunk, server_command, sse_data
 from tuner.measure.workbench import Workbench, open_session
 from tuner.metrics.timings import RequestTiming, summarize
 from tuner.plugin.protocol import encode_spec
+from tuner.records.capacity import load_capacity
 from tuner.traffic.requests import RequestSpec
 from tuner.vllm.arguments import cli_flags
 
@@ -147,7 +149,8 @@ def test_serve_run_end_to_end(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerSession]:
     experiment = Experiment.model_validate({"name": "s", "engine": TINY_ENGINE, "mode": "serve"})
-    session = open_session(experiment.engine, encode_spec({}, ["gc_freeze"]), streaming=True, serve=experiment.serving)
+    install = ["gc_freeze", "known_delay"]
+    session = open_session(experiment.engine, encode_spec({}, install), streaming=True, serve=experiment.serving)
     assert isinstance(session, ServerSession)
     try:
         yield session
@@ -194,6 +197,33 @@ def test_greedy_tokens_survive_a_strategy_switch_in_the_server(server: ServerSes
     server.control({"op": "switch", "strategies": {"gc_freeze": {"enabled": False}}})
     switched, _ = server.run(requests, [0.0, 0.0], Sampling(), concurrency=1)
     assert [t.token_ids for t in switched] == [t.token_ids for t in native]
+
+
+def test_capacity_is_searched_through_the_server(server: ServerSession, tmp_path: Path) -> None:
+    """``tuner capacity`` in ``mode: serve``: both arms switched in place in every server process, each level's
+    requests met or missed as seen from outside the API server, the record written with its levels and sentence.
+    Whether the 5 ms worker wait moves the knee is the in-process test's (tests/test_capacity.py); here a short
+    budget only has to measure both arms at several loads."""
+    experiment = Experiment.model_validate(
+        {
+            "name": "served",
+            "engine": TINY_ENGINE,
+            "mode": "serve",
+            "workload": {**WORKLOAD, "num_prompts": 16},
+            "measure": {"warmup_prompts": 0, "slo": {"ttft_ms": 200.0}},
+            "capacity": {"attainment": 0.9, "growth": 2.0, "rounds": 2, "budget_s": 20, "max_load": 1024},
+            "strategies": {"known_delay": {"worker_ms": 5.0}},
+            "output_dir": str(tmp_path),
+        }
+    )
+    path, record = capacity_on(Workbench(server, experiment), experiment, configuration_from(experiment, None))
+    assert record["mode"] == "serve" and len(record["levels"]) >= 2, record["search"]
+    for level in record["levels"]:
+        runs = level["runs"]
+        assert len(runs["reference"]) == len(runs["configuration"]) == level["rounds"] >= 1
+        assert level["requests"] == 16 and all(0 <= r["attainment"] <= 1 for r in runs["reference"])
+    assert record["summary"] and load_capacity(path)["levels"] == record["levels"]
+    assert (path.parent / "report.md").is_file()
 
 
 def test_sigterm_while_the_server_starts_stops_all_of_it(tmp_path: Path) -> None:
