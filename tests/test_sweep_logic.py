@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any, cast
@@ -343,6 +344,7 @@ def test_a_storage_whose_schema_a_concurrent_process_is_creating_is_opened_again
     real = optuna.storages.RDBStorage
     failures = {"left": 2}
 
+    @functools.wraps(real)  # the real signature: make_storage picks the callback argument this Optuna accepts
     def racing(*args: Any, **kwargs: Any) -> optuna.storages.RDBStorage:
         if failures["left"]:
             failures["left"] -= 1

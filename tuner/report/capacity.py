@@ -101,7 +101,7 @@ def capacity_doc(record: CapacityRecord, plot: Path) -> Doc:
             f"({search['rounds']} rounds a load), then a grid at most x{search['resolution']:g} apart, a round per "
             "load and pass",
             f"spent {search['spent_s']:.0f} of {search['budget_s']:.0f} engine seconds; stopped: {search['stop']}",
-            f"created {record['created']}; method: {(record['estimate'] or {}).get('method', '-')}",
+            f"created {record['created']}; method: {record['estimate']['method'] if record['estimate'] else '-'}",
         ]
     )
     doc.h("What the budget could resolve")
