@@ -327,6 +327,24 @@ def test_the_search_brackets_up_then_halves_then_measures_a_grid_in_passes() -> 
     assert search.stop_reason in ("budget", "planned", "max_rounds") and search.spent <= 120
 
 
+def test_knees_far_apart_get_a_grid_each_and_stay_bracketed() -> None:
+    """B serves half of A's load (knees at 10 and 5): the grid is two small grids, one around each crossing, with
+    no loads in the gap between them (a grid across both would measure ~8 loads there that decide nothing), and
+    each arm's capacity lies between two grid loads at most ``resolution`` apart, found with a bounded ratio."""
+    search = KneeSearch(2.0, 0.95, budget=300, precision=0.03)
+    _run(search, ratio=0.5)
+    found = search.estimate()
+    assert search.grid is not None and found is not None
+    assert found.capacity_a.bound == found.capacity_b.bound == "exact" and found.ci_low < 0.5 < found.ci_high
+    gaps = [b / a for a, b in pairwise(search.grid)]
+    assert max(gaps) > 1.26 and sum(1 for gap in gaps if gap > 1.1 + 1e-9) == 1  # one gap: between the two grids
+    for arm in (found.capacity_a, found.capacity_b):
+        below = max(x for x in search.grid if x <= arm.load)
+        above = min(x for x in search.grid if x >= arm.load)
+        assert above / below <= 1.1 + 1e-9
+    assert len(search.grid) <= 9
+
+
 def test_the_search_brackets_down_from_a_load_that_misses() -> None:
     """From 40 by halving: 40 and 20 miss, 10 or 5 meets; B's knee (12% higher) lies inside the same bracket."""
     search = KneeSearch(40.0, 0.95, budget=60, precision=0.01)

@@ -11,19 +11,21 @@ has a load that meets the target below one that misses it (within the optional l
 up to the highest allowed load, or misses it down to the lowest, is left censored); then each crossing whose two
 loads lie more than ``span`` apart is halved (a probe at their geometric midpoint) until they do not.
 
-Phase 2 ("grid"): a grid from the lowest of those loads to the highest, at most ``resolution`` apart, measured in
-passes: one round at every grid load, lowest first, then the next pass. Rounds of one pass are measured together, so
-the host's drift moves every load of a pass alike; the search tags them with the pass
-(:attr:`tuner.stats.capacity.LevelResult.passes`), the estimate resamples passes whole, and a workload seeded by
-:attr:`Probe.passes` replays the same requests at every load of a pass, which pairs the loads as the arms are
+Phase 2 ("grid"): a grid around each arm's crossing (from the load it last meets the target to the one it first
+misses it, joined where the two overlap; two knees far apart get two small grids, not one across both), at most
+``resolution`` apart, measured in passes: one round at every grid load, lowest first, then the next pass. Rounds of
+one pass are measured together, so the host's drift moves every load of a pass alike; the search tags them with the
+pass (:attr:`tuner.stats.capacity.LevelResult.passes`), the estimate resamples passes whole, and a workload seeded
+by :attr:`Probe.passes` replays the same requests at every load of a pass, which pairs the loads as the arms are
 paired. Close loads leave little to the interpolation, which on a sharp knee (an attainment of 1 at one load, 0.4 at
 the next 26% up) can only guess where the curve bends. After ``pilot`` passes the search plans, from the estimate's
 SD (:func:`tuner.stats.capacity.rounds_needed`), the passes the ``precision`` asked for needs, and then runs exactly
 those: stopping at the first pass whose interval happened to be narrow enough covered the true ratio in 80% of the
 146 of 400 simulated searches that stopped so (an exploratory run: Poisson arrivals, B's steps 10% shorter), against
 98% of those that ran to their budget. After every pass it adds a load beyond the grid where an arm's capacity lies
-beyond it or is censored on that side. It also stops when the next probe would overrun the budget, when a grid load
-has ``max_rounds``, or when neither arm has a crossing within the load limits.
+beyond it or is censored on that side, and the two loads around it where it has moved into the gap between the arms'
+grids. It also stops when the next probe would overrun the budget, when a grid load has ``max_rounds``, or when
+neither arm has a crossing within the load limits.
 
 The budget is in the caller's units: runs by default (each round costs two), or any cost per run of a load given
 as ``run_cost`` (seconds, when the caller knows how long a run at that load takes). :meth:`KneeSearch.forecast`
@@ -226,15 +228,12 @@ class KneeSearch:
         return None
 
     def _new_grid(self) -> tuple[float, ...]:
-        """From the lowest load either side of a crossing to the highest (a censored arm's measured edge), at most
-        ``resolution`` apart, measured loads kept; empty when no arm has a crossing."""
-        crossings = [arm for arm in self._crossings() if arm.bound == "exact"]
-        if not crossings:
-            return ()
-        low = min(arm.last_met for arm in crossings)
-        high = max(arm.first_missed for arm in crossings)
-        known = sorted({low, high} | {x for x in self._levels if low <= x <= high})
-        return tuple(sorted({x for a, b in pairwise(known) for x in self._subdivided(a, b)}))
+        """Around each arm's crossing, from the load it last meets the target to the one it first misses it (joined
+        where they overlap), at most ``resolution`` apart, measured loads kept; empty when no arm has a crossing."""
+        exact = [arm for arm in self._crossings() if arm.bound == "exact"]
+        known = sorted({x for x in self._levels for arm in exact if arm.last_met <= x <= arm.first_missed})
+        inside = [(a, b) for a, b in pairwise(known) if any(c.last_met <= a and b <= c.first_missed for c in exact)]
+        return tuple(sorted({x for a, b in inside for x in self._subdivided(a, b)}))
 
     def _subdivided(self, low: float, high: float) -> tuple[float, ...]:
         """The loads from ``low`` to ``high`` in equal geometric steps at most ``resolution`` apart (rounded)."""
@@ -243,7 +242,8 @@ class KneeSearch:
 
     def _after_pass(self) -> None:
         """At the end of a pass: after the pilot, plan the passes the precision needs; add a load beyond the grid
-        where an arm's capacity lies beyond it or is censored on that side."""
+        where an arm's capacity lies beyond it or is censored on that side, and the two loads around it where it
+        lies in the gap between the two arms' grids."""
         self.done += 1
         estimate = self.estimate()
         assert estimate is not None and self.grid
@@ -257,6 +257,7 @@ class KneeSearch:
                 grid.add(down)
             if (math.isinf(arm.ci_high) or arm.load > max(grid)) and (up := self._step(max(grid), self.resolution)):
                 grid.add(up)
+            grid |= _around(arm.load, grid, self._subdivided, self.resolution)
         self.grid = tuple(sorted(grid))
 
     def _step(self, load: float, factor: float) -> float | None:
@@ -276,3 +277,16 @@ class KneeSearch:
         if self.integer:
             low, high = math.ceil(low), math.floor(high) if math.isfinite(high) else high
         return float(min(max(self._round(load), low), high))
+
+
+def _around(
+    load: float, grid: set[float], subdivided: Callable[[float, float], tuple[float, ...]], resolution: float
+) -> set[float]:
+    """The loads of ``subdivided`` either side of ``load`` when it lies in a gap of ``grid`` wider than
+    ``resolution`` (between the two arms' grids), else none."""
+    below = max((x for x in grid if x <= load), default=0.0)
+    above = min((x for x in grid if x >= load), default=math.inf)
+    if not (0 < below < above < math.inf and above / below > resolution * (1 + 1e-9)):
+        return set()
+    steps = subdivided(below, above)
+    return {max(x for x in steps if x <= load), min(x for x in steps if x >= load)}

@@ -1,0 +1,146 @@
+"""The search loop of ``tuner capacity`` on a running engine: ask :class:`tuner.stats.KneeSearch` where to measure,
+measure both arms there (:mod:`tuner.capacity.levels`), merge the level into the record and save it, until the
+search stops; and say what the budget can resolve before the first run and once the knee is bracketed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tuner.capacity.levels import ARMS, MeasuredLevel, measure_level
+from tuner.capacity.load import at_load
+from tuner.config import CapacitySearch, Experiment, LoadKnob
+from tuner.feedback import Feedback, task
+from tuner.measure.workbench import Workbench
+from tuner.plugin.protocol import StrategySet
+from tuner.records.capacity import CapacityRecord, LevelRecord, save_capacity
+from tuner.stats import KneeSearch, LevelResult
+
+
+@dataclass
+class LoadSearch:
+    """One capacity search: the engine, what it compares (``arms``: the reference's and the configuration's
+    strategies), the record it fills and where it is saved after every level."""
+
+    bench: Workbench
+    experiment: Experiment
+    knob: LoadKnob
+    settings: CapacitySearch
+    arms: dict[str, StrategySet]
+    record: CapacityRecord
+    path: Path
+    feedback: Feedback
+    _walls: dict[float, float] = field(default_factory=dict)  # load -> the longest run measured there (s)
+    _benches: dict[tuple[float, int], Workbench] = field(default_factory=dict)
+
+    def run(self, start: float, span_s: float) -> None:
+        """Search from ``start``; ``span_s``, the start load's send span, is the first guess of a run's length
+        (measured from then on)."""
+        self._walls[start] = span_s + 1.0
+        settings = self.settings
+        search = KneeSearch(
+            start,
+            settings.attainment,
+            budget=settings.budget_s,
+            growth=settings.growth,
+            rounds=settings.rounds,
+            resolution=settings.resolution,
+            precision=settings.precision,
+            min_load=settings.min_load,
+            max_load=settings.max_load,
+            integer=self.knob is LoadKnob.CONCURRENCY,
+            run_cost=self._run_seconds,
+            max_rounds=settings.max_rounds,
+        )
+        self._say_forecast(search, bracketed=False)
+        seeds: dict[float, int] = {}
+        while (probe := search.next_probe()) is not None:
+            seed = seeds.setdefault(probe.load, self.experiment.workload.seed + 7919 * len(seeds))
+            label = f"load {probe.load:g} {self.knob.unit} ({probe.phase})"
+            with task(self.feedback, label, 2 * probe.rounds) as progress:
+                measured = measure_level(
+                    functools.partial(self._bench_at, probe.load),
+                    probe.load,
+                    self.arms,
+                    passes=probe.passes,
+                    done=search.rounds_at(probe.load),
+                    seed=seed,
+                    feedback=self.feedback,
+                    progress=progress,
+                )
+            bracketing = search.phase == "bracket"
+            search.record(measured.level, cost=measured.seconds)
+            self._walls[probe.load] = max(r["wall_s"] for arm in ARMS for r in measured.runs[arm])
+            _merge_level(self.record, search.levels, measured)
+            self.record["search"]["spent_s"] = search.spent
+            self.record["estimate"] = est.to_dict() if (est := search.estimate()) is not None else None
+            save_capacity(self.path, self.record)
+            if bracketing and search.phase == "grid":
+                self._say_forecast(search, bracketed=True)
+        self.record["search"]["stop"] = search.stop_reason
+
+    def _bench_at(self, load: float, tag: int) -> Workbench:
+        """The engine with pass ``tag``'s requests at ``load``: a synthetic workload seeded by the pass (every load
+        of a pass replays the same requests), a dataset's as they are."""
+        workload = self.experiment.workload
+        seed = workload.seed + (tag if workload.dataset is None else 0)
+        key = (load, seed)
+        if key not in self._benches:
+            seeded = self.experiment.model_copy(update={"workload": workload.model_copy(update={"seed": seed})})
+            self._benches[key] = Workbench(self.bench.session, at_load(seeded, self.knob, load))
+        return self._benches[key]
+
+    def _run_seconds(self, load: float) -> float:
+        """What a run at ``load`` is expected to take: the nearest measured load's, scaled by the load for a knob
+        that sets the send times (a run lasts about its send span)."""
+        nearest = min(self._walls, key=lambda known: abs(math.log(known / load)))
+        return self._walls[nearest] * (nearest / load if self.knob is not LoadKnob.CONCURRENCY else 1.0)
+
+    def _say_forecast(self, search: KneeSearch, *, bracketed: bool) -> None:
+        """What the budget can resolve: said before the run (the grid guessed around the start, no noise known) and
+        once the knee is bracketed (the grid as it is, the noise of the rounds so far)."""
+        forecast = search.forecast()
+        loads = f"{len(forecast.grid)} loads from {min(forecast.grid):.4g} to {max(forecast.grid):.4g}"
+        if math.isfinite(forecast.precision):
+            expected = f"the capacity ratio's 95% CI is expected within +-{100 * forecast.precision:.1f}%"
+        else:
+            expected = "its precision is stated once the rounds so far have a spread"
+        when = "knee bracketed" if bracketed else "before the first run, the grid guessed around the start"
+        line = (
+            f"capacity budget {search.budget:g} engine-s ({when}): {search.budget - search.spent:.0f} s left buy "
+            f"~{forecast.rounds} rounds at each of {loads}; {expected} (asked: +-{100 * search.precision:.1f}%)"
+        )
+        self.record["search"]["forecast"].append(line)
+        self.feedback.note(line)
+
+
+def _merge_level(record: CapacityRecord, levels: tuple[LevelResult, ...], measured: MeasuredLevel) -> None:
+    """The level's entry with these rounds added (its attainment and difference over every round there)."""
+    level = next(lv for lv in levels if lv.load == measured.level.load)
+    entry = next((lv for lv in record["levels"] if lv["load"] == level.load), None)
+    difference = level.difference() if level.counts.rounds >= 2 else None  # its variance is between rounds
+    if entry is None:
+        entry = {
+            "load": level.load,
+            "offered_rps": measured.offered_rps,
+            "rounds": 0,
+            "requests": measured.requests,
+            "attainment": {},
+            "difference": {},
+            "runs": {arm: [] for arm in ARMS},
+        }
+        record["levels"].append(entry)
+        record["levels"].sort(key=lambda lv: lv["load"])
+    for arm in ARMS:
+        entry["runs"][arm] += measured.runs[arm]
+    new: LevelRecord = {
+        **entry,
+        "rounds": level.counts.rounds,
+        "attainment": {arm: statistics.fmean(r["attainment"] for r in entry["runs"][arm]) for arm in ARMS},
+        "difference": difference.to_dict() if difference is not None else None,
+    }
+    entry.update(new)
