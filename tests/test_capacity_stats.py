@@ -37,6 +37,7 @@ from tuner.stats import (
     rounds_needed,
 )
 from tuner.stats.attainment import tango_score
+from tuner.stats.knee_search import _noise
 
 REQUESTS = 300
 MAX_AA_FLAGS = binom.ppf(0.999, 2000, 0.05) / 2000
@@ -325,6 +326,25 @@ def test_the_search_brackets_up_then_halves_then_measures_a_grid_in_passes() -> 
     passes = [loads for loads in together.values() if len(loads) > 1]
     assert len(passes) >= 2 and all(loads <= set(search.grid) for loads in passes)
     assert search.stop_reason in ("budget", "planned", "max_rounds") and search.spent <= 120
+
+
+def test_a_forecast_from_bracketing_rounds_reads_their_noise_in_round_order() -> None:
+    """Bracketing gives each probe passes of its own; where B's knee sits next to the lowest load, resampled passes
+    that leave that load out censor B, and the estimate's SD is not finite. The forecast then reads the rounds in
+    their order at every load as passes: a finite, small SD for these close-to-deterministic levels."""
+    rng = np.random.default_rng(1)
+
+    def level(load: float, a: float, b: float, passes: tuple[int, ...]) -> LevelResult:
+        return LevelResult.measured(load, rng.random((3, 80)) < a, rng.random((3, 80)) < b, passes)
+
+    levels = (
+        level(2.5, 1.0, 0.99, (0, 1, 2)),
+        level(2.73, 1.0, 0.9, (3, 4, 5)),
+        level(4.0, 0.99, 0.6, (6, 7, 8)),
+        level(4.4, 0.85, 0.5, (9, 10, 11)),
+    )
+    assert math.isnan(capacity_ratio(levels, 0.95).log_sd)
+    assert 0 < _noise(levels, 0.95, 0.95) < 0.05
 
 
 def test_knees_far_apart_get_a_grid_each_and_stay_bracketed() -> None:

@@ -175,14 +175,13 @@ class KneeSearch:
 
     def forecast(self, log_sd: float | None = None) -> Forecast:
         """Rounds per grid load the rest of the budget buys, and the precision expected there from ``log_sd``
-        (default: the current estimate's). Before the grid exists it is guessed as ``span`` around the start,
-        after two more bracketing probes."""
+        (default: the levels' so far, :func:`_noise`). Before the grid exists it is guessed as ``span`` around the
+        start, after two more bracketing probes."""
         grid = self.grid or self._subdivided(self.start / math.sqrt(self.span), self.start * math.sqrt(self.span))
         left = self.budget - self.spent - (0 if self.grid else 2 * self.cost(self.start, self.rounds))
         passes = max(0, math.floor(left / sum(self.cost(load, 1) for load in grid))) if grid else 0
         rounds = min(self.rounds_at(load) for load in grid) + passes
-        estimate = self.estimate()
-        sd = log_sd if log_sd is not None else (estimate.log_sd if estimate else math.nan)
+        sd = log_sd if log_sd is not None else _noise(self.levels, self.target, self.confidence)
         expected = resolvable(sd, rounds, confidence=self.confidence) if math.isfinite(sd) else math.inf
         return Forecast(grid, rounds, expected)
 
@@ -290,3 +289,16 @@ def _around(
         return set()
     steps = subdivided(below, above)
     return {max(x for x in steps if x <= load), min(x for x in steps if x >= load)}
+
+
+def _noise(levels: tuple[LevelResult, ...], target: float, confidence: float) -> float:
+    """The capacity ratio's log SD so far; while no pass spans the loads (bracketing gives each probe passes of its
+    own, so every resampled curve lacks some), that of the rounds taken as passes in their order at every load: a
+    forecast's rough noise, never an interval."""
+    if not levels:
+        return math.nan
+    sd = capacity_ratio(levels, target, confidence=confidence).log_sd
+    if math.isfinite(sd):
+        return sd
+    by_order = [LevelResult(level.load, level.counts, tuple(range(level.counts.rounds))) for level in levels]
+    return capacity_ratio(by_order, target, confidence=confidence).log_sd
