@@ -2,9 +2,9 @@
 ratio with a CI, on one engine with the arms switched in place.
 
 The search (:class:`tuner.stats.KneeSearch`, run by :mod:`tuner.capacity.search`) brackets each arm's knee by a
-growth factor, then measures a grid of loads across them round by round (:mod:`tuner.capacity.levels`) until the
-capacity ratio's CI is as narrow as asked or the budget of engine seconds is spent. What the budget can resolve is
-said before the run and again once the knee is bracketed (from the bracketing's own noise). ``capacity.json`` is
+growth factor, then measures a grid of loads around each knee round by round (:mod:`tuner.capacity.levels`) until
+the capacity ratio's CI is as narrow as asked or the budget of engine seconds is spent. What the budget can resolve
+is said before the run and again once the knee is bracketed (from the bracketing's own noise). ``capacity.json`` is
 rewritten after every level, so Ctrl-C keeps what was measured. This module checks what is compared, starts the
 engine, and writes the record's frame and its end.
 """
