@@ -347,6 +347,17 @@ def test_a_forecast_from_bracketing_rounds_reads_their_noise_in_round_order() ->
     assert 0 < _noise(levels, 0.95, 0.95) < 0.05
 
 
+def test_a_load_computed_again_is_the_measured_one() -> None:
+    """A grid subdivided between 3.5355 and 5.946 passes through 5 but for float rounding: it is the level
+    measured at 5, not a second level beside it (the fresh-clone demo's report once showed 5 twice)."""
+    search = KneeSearch(2.5, 0.95, budget=100)
+    search.record(LevelResult.measured(5.0, [[True] * 4] * 2, [[True] * 4] * 2))
+    low, high = 3.5355339059327378, 5.946035575013606  # the demo's: sqrt(2.5 * 5), sqrt(5 * 7.0710678118654755)
+    steps = [low * (high / low) ** (i / 6) for i in range(7)]
+    assert any(math.isclose(x, 5.0, rel_tol=1e-9) and x != 5.0 for x in steps)  # what float rounding gives
+    assert 5.0 in search._subdivided(low, high)
+
+
 def test_knees_far_apart_get_a_grid_each_and_stay_bracketed() -> None:
     """B serves half of A's load (knees at 10 and 5): the grid is two small grids, one around each crossing, with
     no loads in the gap between them (a grid across both would measure ~8 loads there that decide nothing), and

@@ -110,13 +110,13 @@ class KneeSearch:
         self.min_load, self.max_load, self.integer = min_load, max_load, integer
         self.max_rounds = max(max_rounds, rounds)
         self.run_cost = run_cost or (lambda load: 1.0)
+        self._levels: dict[float, LevelResult] = {}
         self.start = self._clamp(start)
         self.spent = 0.0
         self.grid: tuple[float, ...] | None = None  # None while bracketing
         self.pilot = pilot
         self.planned: int | None = None  # grid passes in all, once the pilot has said what the precision needs
         self.done = 0  # grid passes completed
-        self._levels: dict[float, LevelResult] = {}
         self._tag = 0  # the next unused pass
         self._pass = -1  # the grid's current pass
 
@@ -268,7 +268,10 @@ class KneeSearch:
         return new if (new - load) * (factor - 1) > 0 else None
 
     def _round(self, load: float) -> float:
-        return float(max(1, round(load))) if self.integer else load
+        """A whole number when integer; a measured load where ``load`` is one but for float rounding (5 and
+        3.5355 * 1.0905**4 are one level, not two)."""
+        load = float(max(1, round(load))) if self.integer else load
+        return next((known for known in self._levels if math.isclose(known, load, rel_tol=1e-9)), load)
 
     def _clamp(self, load: float) -> float:
         """``load`` rounded and within the limits (an integer limit rounded inwards)."""
