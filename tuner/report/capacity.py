@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from matplotlib import ticker
+
 from tuner.records.capacity import CapacityRecord
 from tuner.records.files import write_text
 from tuner.report.document import Doc
@@ -40,6 +42,8 @@ def attainment_plot(path: Path, record: CapacityRecord) -> Path:
             ax.axvline(capacity["load"], color=color, linestyle=":", linewidth=1.2)
     ax.axhline(100 * record["target"], color="#444444", linestyle="--", linewidth=1, label="target")
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(ticker.LogFormatter())  # plain numbers (3, 5, 20), not 3x10^0
+    ax.xaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
     ax.set_xlabel(f"load ({record['search']['unit']})")
     ax.set_ylabel("requests meeting the SLO (%)")
     ax.set_title(f"{record['experiment']}: attainment per load (dotted: each arm's capacity)")
