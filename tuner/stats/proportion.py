@@ -28,13 +28,14 @@ class ArmAttainment:
     design_effect: float
 
 
-def wilson(share: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson's score interval for a proportion ``share`` of ``n`` (possibly effective, non-integer) trials."""
+def wilson(share: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson's score interval at the normal quantile ``z`` for a proportion ``share`` of ``n`` (possibly effective,
+    non-integer) trials; the stall-rate difference (:mod:`tuner.stats.stall_rate`) builds on it too."""
     if n <= 0:
         return 0.0, 1.0
-    z = float(norm.ppf(0.5 + confidence / 2))
-    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    shrink = z * z / n
+    centre = (share + shrink / 2) / (1 + shrink)
+    half = z * math.sqrt(share * (1 - share) / n + shrink / (4 * n)) / (1 + shrink)
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
@@ -47,5 +48,5 @@ def arm_attainment(per_round: Sequence[float], requests: int, confidence: float 
     binomial = share * (1 - share) / pooled
     between = statistics.variance(per_round) / len(per_round) if len(per_round) > 1 else 0.0
     deff = max(1.0, between / binomial) if binomial > 0 else 1.0
-    low, high = wilson(share, pooled / deff, confidence)
+    low, high = wilson(share, pooled / deff, float(norm.ppf(0.5 + confidence / 2)))
     return ArmAttainment(share, min(low, share), max(high, share), deff)  # rounding may not leave the share inside

@@ -34,6 +34,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from tuner.stats.proportion import wilson
 from tuner.stats.ratio_of_sums import flip_sums
 
 METHOD = "newcombe-wilson-deff"
@@ -93,21 +94,12 @@ class RateDifference:
         return {**asdict(self), "flagged": self.flagged}
 
 
-def _wilson(counts: Counts, z: float) -> Counts:
-    """Wilson's score interval of the rate events / trials at the normal quantile ``z``."""
-    events, trials = counts
-    p, shrink = events / trials, z * z / trials
-    center = (p + shrink / 2) / (1 + shrink)
-    half = z * math.sqrt(p * (1 - p) / trials + shrink / (4 * trials)) / (1 + shrink)
-    return max(0.0, center - half), min(1.0, center + half)
-
-
 def newcombe_interval(a: Counts, b: Counts, z: float) -> Counts:
     """Newcombe's hybrid score interval (1998, method 10) of rate b minus rate a at the normal quantile ``z``: each
     side is the point moved by the root sum of squares of the two Wilson intervals' distances on that side."""
     rate_a, rate_b = a[0] / a[1], b[0] / b[1]
-    low_a, high_a = _wilson(a, z)
-    low_b, high_b = _wilson(b, z)
+    low_a, high_a = wilson(rate_a, a[1], z)
+    low_b, high_b = wilson(rate_b, b[1], z)
     point = rate_b - rate_a
     return point - math.hypot(rate_b - low_b, high_a - rate_a), point + math.hypot(high_b - rate_b, rate_a - low_a)
 
