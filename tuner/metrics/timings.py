@@ -53,14 +53,19 @@ def meets_slo(timing: RequestTiming, slo: LatencyTargets) -> bool:
     return all(target is None or value <= target for target, value in targets)
 
 
+def completed(timing: RequestTiming) -> bool:
+    """The request finished with output (a failed or unfinished one did not)."""
+    return timing.finished is not None and bool(timing.chunk_times)
+
+
 def met_each(timings: list[RequestTiming], slo: LatencyTargets) -> list[bool]:
-    """Per request, in order: finished with output and within every target (an unfinished request missed)."""
-    return [t.finished is not None and bool(t.chunk_times) and meets_slo(t, slo) for t in timings]
+    """Per request, in order: completed and within every target (an unfinished request missed)."""
+    return [completed(t) and meets_slo(t, slo) for t in timings]
 
 
 def summarize(timings: list[RequestTiming], wall_s: float, slo: LatencyTargets | None = None) -> dict[str, Any]:
     """Throughput, goodput under ``slo`` and latency distributions (ms) of one repetition."""
-    done = [t for t in timings if t.finished is not None and t.chunk_times]
+    done = [t for t in timings if completed(t)]
     good = sum(meets_slo(t, slo) for t in done) if slo is not None else len(done)
     output_tokens = sum(t.output_tokens for t in done)
     prompt_tokens = sum(t.prompt_tokens for t in done)
