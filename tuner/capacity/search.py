@@ -18,7 +18,7 @@ from tuner.feedback import Feedback, task
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet
 from tuner.records.capacity import CapacityRecord, LevelRecord, save_capacity
-from tuner.stats import KneeSearch, LevelResult
+from tuner.stats import LEAST_ROUNDS, KneeSearch, LevelResult
 
 
 @dataclass
@@ -122,7 +122,7 @@ def _merge_level(record: CapacityRecord, levels: tuple[LevelResult, ...], measur
     """The level's entry with these rounds added (its attainment and difference over every round there)."""
     level = next(lv for lv in levels if lv.load == measured.level.load)
     entry = next((lv for lv in record["levels"] if lv["load"] == level.load), None)
-    difference = level.difference() if level.counts.rounds >= 2 else None  # its variance is between rounds
+    difference = level.difference() if level.counts.rounds >= LEAST_ROUNDS else None
     if entry is None:
         entry = {
             "load": level.load,

@@ -18,7 +18,13 @@ One module per job, as Optuna lays out ``samplers/``: ``estimate`` (the estimate
 the public ones.
 """
 
-from tuner.stats.attainment import AttainmentDifference, PairedCounts, attainment_difference, paired_attainment
+from tuner.stats.attainment import (
+    LEAST_ROUNDS,
+    AttainmentDifference,
+    PairedCounts,
+    attainment_difference,
+    paired_attainment,
+)
 from tuner.stats.bootstrap import paired_ratio, unpaired_ratio
 from tuner.stats.capacity import (
     Capacity,
@@ -51,6 +57,7 @@ from tuner.stats.ratio_of_sums import (
 from tuner.stats.sequential import boundary_crossing, holm, obf_boundaries, obf_constant, sequential_p_value
 
 __all__ = [
+    "LEAST_ROUNDS",
     "MIN_SIGN_FLIP_PAIRS",
     "UNBOUNDED_LOG",
     "AttainmentDifference",

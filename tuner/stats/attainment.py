@@ -43,6 +43,9 @@ METHOD = "tango-score-round-deff-t"
 design effect, at the t quantile with rounds - 1 degrees of freedom."""
 _Z_CAP = 1e6  # a score statistic with zero variance is +-inf; capped so that root finding stays finite
 
+LEAST_ROUNDS = 2
+"""Rounds a level's difference needs: its variance is taken between them."""
+
 
 @dataclass(frozen=True)
 class PairedCounts:
@@ -157,9 +160,9 @@ def _quantile(confidence: float, df: int) -> float:
 
 
 def attainment_difference(counts: PairedCounts, *, confidence: float = 0.95) -> AttainmentDifference:
-    """The paired attainment difference of one load level's rounds (module docstring); needs two rounds."""
-    if counts.rounds < 2:
-        raise ValueError(f"the between-round variance needs at least 2 rounds, got {counts.rounds}")
+    """The paired attainment difference of one load level's rounds (module docstring); needs ``LEAST_ROUNDS``."""
+    if counts.rounds < LEAST_ROUNDS:
+        raise ValueError(f"the between-round variance needs at least {LEAST_ROUNDS} rounds, got {counts.rounds}")
     if min(counts.requests) < 1:
         raise ValueError("every round needs at least one request")
     if not 0 < confidence < 1:

@@ -20,12 +20,13 @@ by :attr:`Probe.passes` replays the same requests at every load of a pass, which
 paired. Close loads leave little to the interpolation, which on a sharp knee (an attainment of 1 at one load, 0.4 at
 the next 26% up) can only guess where the curve bends. After ``pilot`` passes the search plans, from the estimate's
 SD (:func:`tuner.stats.capacity.rounds_needed`), the passes the ``precision`` asked for needs, and then runs exactly
-those: stopping at the first pass whose interval happened to be narrow enough covered the true ratio in 80% of the
-146 of 400 simulated searches that stopped so (an exploratory run: Poisson arrivals, B's steps 10% shorter), against
-98% of those that ran to their budget. After every pass it adds a load beyond the grid where an arm's capacity lies
-beyond it or is censored on that side, and the two loads around it where it has moved into the gap between the arms'
-grids. It also stops when the next probe would overrun the budget, when a grid load has ``max_rounds``, or when
-neither arm has a crossing within the load limits.
+those, and more while a grid load has fewer than two rounds (a load the last pass added has one or none: an A/A search
+on the CPU engine stopped so, its upper side open). Stopping at the first pass whose interval happened to be narrow
+enough covered the true ratio in 80% of the 146 of 400 simulated searches that stopped so (an exploratory run:
+Poisson arrivals, B's steps 10% shorter), against 98% of those that ran to their budget. After every pass it adds a
+load beyond the grid where an arm's capacity lies beyond it or is censored on that side, and the two loads around it
+where it has moved into the gap between the arms' grids. It also stops when the next probe would overrun the budget,
+when a grid load has ``max_rounds``, or when neither arm has a crossing within the load limits.
 
 The budget is in the caller's units: runs by default (each round costs two), or any cost per run of a load given
 as ``run_cost`` (seconds, when the caller knows how long a run at that load takes). :meth:`KneeSearch.forecast`
@@ -43,6 +44,7 @@ from typing import Literal
 
 import numpy as np
 
+from tuner.stats.attainment import LEAST_ROUNDS
 from tuner.stats.capacity import (
     CapacityEstimate,
     Crossing,
@@ -146,7 +148,7 @@ class KneeSearch:
     @property
     def stop_reason(self) -> StopReason | None:
         """Why :meth:`next_probe` returns None (None while it does not)."""
-        if self.planned is not None and self.done >= self.planned:
+        if self._plan_done():
             return "planned"
         probe = self._wanted()
         if probe is None:
@@ -187,7 +189,7 @@ class KneeSearch:
 
     def _wanted(self) -> Probe | None:
         """The probe the search wants next, whatever the budget; None when it wants none."""
-        if self.planned is not None and self.done >= self.planned:
+        if self._plan_done():
             return None
         if self.grid is None:
             load = self._bracket_probe() if self._levels else self.start
@@ -198,21 +200,20 @@ class KneeSearch:
             return None
         return Probe(due[0], 1, "grid", (self._pass,))
 
+    def _plan_done(self) -> bool:
+        """The planned passes are run and every grid load has the rounds a level's variance needs (module docstring)."""
+        run = self.planned is not None and self.done >= self.planned
+        return run and all(self.rounds_at(x) >= LEAST_ROUNDS for x in self.grid or ())
+
     def _due(self) -> list[float]:
         """The grid loads the current pass has yet to measure, lowest first."""
         assert self.grid is not None
         return [x for x in self.grid if x not in self._levels or self._pass not in self._levels[x].passes]
 
-    def _crossings(self) -> list[Crossing]:
-        loads = np.array(sorted(self._levels))
-        counts = [self._levels[x].counts for x in loads]
-        sums = np.array([[sum(c.requests), sum(c.met_a), sum(c.met_b)] for c in counts], dtype=np.float64)
-        return [crossing(loads, sums[:, arm] / sums[:, 0], sums[:, 0], self.target) for arm in (1, 2)]
-
     def _bracket_probe(self) -> float | None:
         """Phase 1's next load: beyond the measured range for the first arm (A, then B) whose crossing lies outside
         it (unless the load limits stop it there), else the midpoint of the first crossing wider than ``span``."""
-        crossings = self._crossings()
+        crossings = _crossings(self._levels, self.target)
         for arm in crossings:
             if arm.bound != "exact":
                 edge = max(self._levels) if arm.bound == "at_least" else min(self._levels)
@@ -229,7 +230,7 @@ class KneeSearch:
     def _new_grid(self) -> tuple[float, ...]:
         """Around each arm's crossing, from the load it last meets the target to the one it first misses it (joined
         where they overlap), at most ``resolution`` apart, measured loads kept; empty when no arm has a crossing."""
-        exact = [arm for arm in self._crossings() if arm.bound == "exact"]
+        exact = [arm for arm in _crossings(self._levels, self.target) if arm.bound == "exact"]
         known = sorted({x for x in self._levels for arm in exact if arm.last_met <= x <= arm.first_missed})
         inside = [(a, b) for a, b in pairwise(known) if any(c.last_met <= a and b <= c.first_missed for c in exact)]
         return tuple(sorted({x for a, b in inside for x in self._subdivided(a, b)}))
@@ -279,6 +280,14 @@ class KneeSearch:
         if self.integer:
             low, high = math.ceil(low), math.floor(high) if math.isfinite(high) else high
         return float(min(max(self._round(load), low), high))
+
+
+def _crossings(levels: dict[float, LevelResult], target: float) -> list[Crossing]:
+    """Each arm's crossing of ``target`` on its isotonic fit over every level measured so far (A's, then B's)."""
+    loads = np.array(sorted(levels))
+    counts = [levels[x].counts for x in loads]
+    sums = np.array([[sum(c.requests), sum(c.met_a), sum(c.met_b)] for c in counts], dtype=np.float64)
+    return [crossing(loads, sums[:, arm] / sums[:, 0], sums[:, 0], target) for arm in (1, 2)]
 
 
 def _around(
