@@ -446,3 +446,24 @@ def test_both_arms_beyond_the_highest_allowed_load_is_censored() -> None:
     assert [load for load, _, _ in asked] == [2.0, 4.0, 6.0] and search.stop_reason == "censored"
     found = search.estimate()
     assert found is not None and found.ratio_bound == "unknown" and found.capacity_a.bound == "at_least"
+
+
+def test_an_arm_no_longer_bracketed_is_bracketed_again_a_growth_step_away() -> None:
+    """B met the target in its bracketing rounds at the start, 40 (bursts that happened to keep up), and misses it
+    in every round after, as on the CPU engine: once the first pass of the grid ends, B's crossing lies below every
+    load measured, and the grid gains 20 (as bracketing goes), not 40 / 1.1 (one step of the grid's resolution per
+    pass, which spent that search's budget creeping towards a knee 25% lower)."""
+    search = KneeSearch(40.0, 0.9, budget=1_000, growth=2.0, rounds=2)
+
+    def level(load: float, a: float, b: float, passes: tuple[int, ...]) -> LevelResult:
+        def met(share: float) -> list[list[bool]]:
+            return [[i < share * 32 for i in range(32)]] * len(passes)
+
+        return LevelResult.measured(load, met(a), met(b), passes)
+
+    while (probe := search.next_probe()) is not None and search.done == 0:
+        a = 1.0 if probe.load < 60 else 0.5
+        b = 1.0 if probe.phase == "bracket" and probe.load <= 40 else 0.5  # in the grid's rounds B misses everywhere
+        search.record(level(probe.load, a, b, probe.passes))
+    assert search.grid is not None and search.done == 1 and min(level.load for level in search.levels) == 40.0
+    assert 20.0 in search.grid and 40.0 / 1.1 not in search.grid

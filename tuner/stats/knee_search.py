@@ -25,7 +25,10 @@ on the CPU engine stopped so, its upper side open). Stopping at the first pass w
 enough covered the true ratio in 80% of the 146 of 400 simulated searches that stopped so (an exploratory run:
 Poisson arrivals, B's steps 10% shorter), against 98% of those that ran to their budget. After every pass it adds a
 load beyond the grid where an arm's capacity lies beyond it or is censored on that side, and the two loads around it
-where it has moved into the gap between the arms' grids. It also stops when the next probe would overrun the budget,
+where it has moved into the gap between the arms' grids; where an arm bracketed once is no longer bracketed by every
+level measured (its later rounds miss the target at every load, or meet it at every one), a load a growth step
+beyond the measured range, as bracketing would: one step of ``resolution`` per pass crept towards a knee 25% lower
+and spent the CPU engine's budget before it reached it. It also stops when the next probe would overrun the budget,
 when a grid load has ``max_rounds``, or when neither arm has a crossing within the load limits.
 
 The budget is in the caller's units: runs by default (each round costs two), or any cost per run of a load given
@@ -215,11 +218,8 @@ class KneeSearch:
         it (unless the load limits stop it there), else the midpoint of the first crossing wider than ``span``."""
         crossings = _crossings(self._levels, self.target)
         for arm in crossings:
-            if arm.bound != "exact":
-                edge = max(self._levels) if arm.bound == "at_least" else min(self._levels)
-                load = self._step(edge, self.growth if arm.bound == "at_least" else 1 / self.growth)
-                if load is not None:
-                    return load
+            if arm.bound != "exact" and (load := self._beyond(arm)) is not None:
+                return load
         for arm in crossings:
             if arm.bound == "exact" and arm.first_missed / arm.last_met > self.span:
                 middle = self._round(math.sqrt(arm.last_met * arm.first_missed))
@@ -241,9 +241,10 @@ class KneeSearch:
         return tuple(sorted({low, high} | {self._round(low * (high / low) ** (i / steps)) for i in range(1, steps)}))
 
     def _after_pass(self) -> None:
-        """At the end of a pass: after the pilot, plan the passes the precision needs; add a load beyond the grid
-        where an arm's capacity lies beyond it or is censored on that side, and the two loads around it where it
-        lies in the gap between the two arms' grids."""
+        """At the end of a pass: after the pilot, plan the passes the precision needs; add a load a growth step
+        beyond the measured range where an arm is no longer bracketed, a load beyond the grid where an arm's capacity
+        lies beyond it or is censored on that side, and the two loads around it where it lies in the gap between
+        the two arms' grids."""
         self.done += 1
         estimate = self.estimate()
         assert estimate is not None and self.grid
@@ -252,6 +253,9 @@ class KneeSearch:
             needed = rounds_needed(estimate.log_sd, self.precision, confidence=self.confidence, most=self.max_rounds)
             self.planned = None if needed is None else self.done + max(0, needed - have)
         grid = set(self.grid)
+        for censored in _crossings(self._levels, self.target):
+            if censored.bound != "exact" and (far := self._beyond(censored)) is not None:
+                grid.add(far)  # bracketed once, no longer: bracket it again, a growth step beyond
         for arm in (estimate.capacity_a, estimate.capacity_b):
             if (arm.ci_low == 0 or arm.load < min(grid)) and (down := self._step(min(grid), 1 / self.resolution)):
                 grid.add(down)
@@ -259,6 +263,12 @@ class KneeSearch:
                 grid.add(up)
             grid |= _around(arm.load, grid, self._subdivided, self.resolution)
         self.grid = tuple(sorted(grid))
+
+    def _beyond(self, arm: Crossing) -> float | None:
+        """A growth step past the measured load on the side where ``arm``'s crossing is censored (None where the
+        load limits stop it)."""
+        edge = max(self._levels) if arm.bound == "at_least" else min(self._levels)
+        return self._step(edge, self.growth if arm.bound == "at_least" else 1 / self.growth)
 
     def _step(self, load: float, factor: float) -> float | None:
         """``load`` times ``factor`` (rounded, at least one unit away when integer, within the limits); None when
