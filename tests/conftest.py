@@ -13,6 +13,7 @@ import pytest
 
 if TYPE_CHECKING:
     from tuner.engine.session import EngineSession
+    from tuner.measure.workbench import Workbench
 
 THIRD_PARTY = Path(__file__).parent / "third_party"
 
@@ -44,6 +45,18 @@ def fixed_workload(num_prompts: int, output_len: int, input_len: int = 8) -> dic
         "input_len": {"dist": "fixed", "value": input_len},
         "output_len": {"dist": "fixed", "value": output_len},
     }
+
+
+def decode_step_s(bench: Workbench, engine: dict[str, object]) -> float:
+    """The engine's mean decode step with its full batch running (an A/A of vLLM as installed, offline, for 3 s):
+    the unit the capacity tests size their targets, loads and budgets in, so that a slower or busier host changes
+    their figures and not their verdict. ``bench``'s workload must fill ``engine``'s ``max_num_seqs``."""
+    from tuner.measure.interleave import interleaved_comparison
+
+    steps = interleaved_comparison(bench, {}, {}, block_steps=1, settle=False, budget_s=3.0, seed=0)
+    step_s = steps.mean_step_s["A"]
+    assert step_s is not None and steps.batch_size == engine["max_num_seqs"], steps.to_dict()
+    return step_s
 
 
 def is_engine_core(process: psutil.Process) -> bool:

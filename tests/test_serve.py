@@ -22,7 +22,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.conftest import TINY_ENGINE, is_engine_core
+from tests.conftest import TINY_ENGINE, decode_step_s, is_engine_core
 from tuner.capacity import capacity_on, configuration_from
 from tuner.config import Experiment, Sampling, Slo
 from tuner.engine.server import ServerSession, record_chunk, server_command, sse_data
@@ -202,19 +202,31 @@ def test_greedy_tokens_survive_a_strategy_switch_in_the_server(server: ServerSes
 def test_capacity_is_searched_through_the_server(server: ServerSession, tmp_path: Path) -> None:
     """``tuner capacity`` in ``mode: serve``: both arms switched in place in every server process, each level's
     requests met or missed as seen from outside the API server, the record written with its levels and sentence.
-    Whether the 5 ms worker wait moves the knee is the in-process test's (tests/test_capacity.py); here a short
-    budget only has to measure both arms at several loads. It must afford a step down as well as up: a served run
-    here sometimes stalls ~1.5 s (15 of 16 requests then miss), and a stall in the first level sends the search down
-    to half the rate, whose runs are forecast from the stalled one (~15 s); with 20 s that step did not fit."""
+    Whether the worker wait moves the knee is the in-process test's (tests/test_capacity.py); here a short budget
+    only has to measure both arms at several loads. Its figures are in this engine's decode steps (as there): a
+    TTFT target of 21, a wait of 0.55, a start at 0.4 requests per step and 4,200 steps of budget (200 ms, 5 ms,
+    42 requests/s and 40 s at a 9.5 ms step). It must afford a step down as well as up: a served run here sometimes
+    stalls ~1.5 s (15 of 16 requests then miss), and a stall in the first level sends the search down to half the
+    rate, whose runs are forecast from the stalled one (~15 s); with 20 s that step did not fit."""
+    workload = {**WORKLOAD, "num_prompts": 16}
+    burst = {**WORKLOAD, "num_prompts": 64, "output_len": {"dist": "fixed", "value": 32}}  # queued: full batches
+    probe = Experiment.model_validate({"name": "step", "engine": TINY_ENGINE, "mode": "serve", "workload": burst})
+    step_s = decode_step_s(Workbench(server, probe), TINY_ENGINE)
     experiment = Experiment.model_validate(
         {
             "name": "served",
             "engine": TINY_ENGINE,
             "mode": "serve",
-            "workload": {**WORKLOAD, "num_prompts": 16},
-            "measure": {"warmup_prompts": 0, "slo": {"ttft_ms": 200.0}},
-            "capacity": {"attainment": 0.9, "growth": 2.0, "rounds": 2, "budget_s": 40, "max_load": 1024},
-            "strategies": {"known_delay": {"worker_ms": 5.0}},
+            "workload": {**workload, "rate": 0.4 / step_s},
+            "measure": {"warmup_prompts": 0, "slo": {"ttft_ms": 21 * step_s * 1e3}},
+            "capacity": {
+                "attainment": 0.9,
+                "growth": 2.0,
+                "rounds": 2,
+                "budget_s": 4_200 * step_s,
+                "max_load": 10 / step_s,
+            },
+            "strategies": {"known_delay": {"worker_ms": 0.55 * step_s * 1e3}},
             "output_dir": str(tmp_path),
         }
     )
