@@ -218,7 +218,7 @@ class KneeSearch:
         it (unless the load limits stop it there), else the midpoint of the first crossing wider than ``span``."""
         crossings = _crossings(self._levels, self.target)
         for arm in crossings:
-            if arm.bound != "exact" and (load := self._beyond(arm)) is not None:
+            if arm.bound != "exact" and (load := _beyond(self, arm)) is not None:
                 return load
         for arm in crossings:
             if arm.bound == "exact" and arm.first_missed / arm.last_met > self.span:
@@ -254,7 +254,7 @@ class KneeSearch:
             self.planned = None if needed is None else self.done + max(0, needed - have)
         grid = set(self.grid)
         for censored in _crossings(self._levels, self.target):
-            if censored.bound != "exact" and (far := self._beyond(censored)) is not None:
+            if censored.bound != "exact" and (far := _beyond(self, censored)) is not None:
                 grid.add(far)  # bracketed once, no longer: bracket it again, a growth step beyond
         for arm in (estimate.capacity_a, estimate.capacity_b):
             if (arm.ci_low == 0 or arm.load < min(grid)) and (down := self._step(min(grid), 1 / self.resolution)):
@@ -263,12 +263,6 @@ class KneeSearch:
                 grid.add(up)
             grid |= _around(arm.load, grid, self._subdivided, self.resolution)
         self.grid = tuple(sorted(grid))
-
-    def _beyond(self, arm: Crossing) -> float | None:
-        """A growth step past the measured load on the side where ``arm``'s crossing is censored (None where the
-        load limits stop it)."""
-        edge = max(self._levels) if arm.bound == "at_least" else min(self._levels)
-        return self._step(edge, self.growth if arm.bound == "at_least" else 1 / self.growth)
 
     def _step(self, load: float, factor: float) -> float | None:
         """``load`` times ``factor`` (rounded, at least one unit away when integer, within the limits); None when
@@ -290,6 +284,13 @@ class KneeSearch:
         if self.integer:
             low, high = math.ceil(low), math.floor(high) if math.isfinite(high) else high
         return float(min(max(self._round(load), low), high))
+
+
+def _beyond(search: KneeSearch, arm: Crossing) -> float | None:
+    """A growth step past the measured load on the side where ``arm``'s crossing is censored (None where the load
+    limits stop it)."""
+    edge = max(search._levels) if arm.bound == "at_least" else min(search._levels)
+    return search._step(edge, search.growth if arm.bound == "at_least" else 1 / search.growth)
 
 
 def _crossings(levels: dict[float, LevelResult], target: float) -> list[Crossing]:
