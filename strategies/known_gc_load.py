@@ -27,11 +27,20 @@ the threshold only splits it into pauses, one every ``threshold / objects`` step
 each. A threshold strategy (``gc_threshold``) therefore changes the length and rate of the load's pauses, not
 their total; one that moves collections off the step (``gc_in_waits``) can hide it.
 The garbage waiting for a collection peaks at ``threshold x refs x 8`` bytes (56 MB at 700 x 10,000).
+
+With ``lifetime_steps`` L > 0 the load is a **pacing yardstick** instead: each side keeps the objects it made for
+its own next L steps (request state lives about as long as a request decodes), then drops them, and only then are
+they garbage. A gen0 collection every C = threshold / objects steps finds the objects younger than L alive and
+promotes them; the older generations trace them again and free them. A larger threshold lets more of them die young
+(about a share min(L, C) / C survives gen0), so it changes the collector's total work, not only how it is split: the
+effect a ``gc_threshold`` comparison has to find. Its live heap is L x objects at every step, so the load is
+stationary over a long run (a full collection frees what died in the oldest generation); a revert drops it.
 """
 
 from __future__ import annotations
 
 import gc
+from collections import deque
 from functools import lru_cache
 from typing import Any
 
@@ -62,6 +71,32 @@ def make_cyclic_garbage(objects: int, refs: int) -> None:
         del garbage  # unreachable before the next allocation, which may start a collection
 
 
+def make_cycles(objects: int, refs: int) -> list[CyclicGarbage]:
+    """``objects`` reference cycles of ``refs`` references each, alive while the returned list holds them."""
+    filler = _filler(refs)
+    made = []
+    for _ in range(objects):
+        cycle = CyclicGarbage(filler)
+        cycle[0] = cycle
+        made.append(cycle)
+    return made
+
+
+class LivingLoad:
+    """One side's objects that live ``lifetime`` of its steps: each step adds a batch and drops the oldest."""
+
+    def __init__(self) -> None:
+        self.alive: deque[list[CyclicGarbage]] = deque()
+
+    def step(self, objects: int, refs: int, lifetime: int) -> None:
+        self.alive.append(make_cycles(objects, refs))
+        while len(self.alive) > lifetime:
+            self.alive.popleft()  # garbage from here on: the cycles keep it until a collection frees it
+
+    def clear(self) -> None:
+        self.alive.clear()
+
+
 def collector_runs() -> bool:
     """Whether automatic collections run in this process (the load would otherwise only grow the heap)."""
     return gc.isenabled() and gc.get_threshold()[0] > 0
@@ -71,7 +106,7 @@ class KnownGcLoad(Strategy):
     name = "known_gc_load"
     description = (
         "GC yardstick: make a known number of cyclic garbage objects (refs_per_object references each) per batch "
-        "in EngineCore and/or the worker."
+        "in EngineCore and/or the worker, garbage at once or after lifetime_steps steps."
     )
     params = (
         Param(
@@ -98,6 +133,14 @@ class KnownGcLoad(Strategy):
             high=100_000,
             help="references each object holds: the collector's work per object (garbage peaks at gen0 x refs x 8 B)",
         ),
+        Param(
+            "lifetime_steps",
+            "int",
+            0,
+            low=0,
+            high=10_000,
+            help="steps of its side each object stays alive before it is garbage (0: garbage at once)",
+        ),
     )
     roles = frozenset({Role.ENGINE_CORE, Role.WORKER})
     switchable = True
@@ -120,6 +163,8 @@ class KnownGcLoad(Strategy):
         self.engine_core_objects = 0
         self.worker_objects = 0
         self.refs = 1
+        self.lifetime = 0
+        self.living = {"engine_core": LivingLoad(), "worker": LivingLoad()}
         self._patches = Patches()
 
     def install(self) -> None:
@@ -143,7 +188,10 @@ class KnownGcLoad(Strategy):
         if not self.active or not collector_runs():  # nothing would free it: no load, and no counter moves
             return
         self.count(f"{side}_steps")  # also at 0 objects: the patched path ran in this process (as known_delay)
-        if objects:
+        if objects and self.lifetime:
+            self.living[side].step(objects, self.refs, self.lifetime)
+            self.count(f"{side}_objects", objects)
+        elif objects:
             make_cyclic_garbage(objects, self.refs)
             self.count(f"{side}_objects", objects)
 
@@ -151,10 +199,13 @@ class KnownGcLoad(Strategy):
         self.engine_core_objects = params["engine_core_objects"]
         self.worker_objects = params["worker_objects"]
         self.refs = params["refs_per_object"]
+        self.lifetime = params["lifetime_steps"]
         self.active = True
 
     def revert(self, ctx: ProcessContext) -> None:
         self.active, self.engine_core_objects, self.worker_objects = False, 0, 0
+        for living in self.living.values():
+            living.clear()
 
     def verify(self, ctx: ProcessContext) -> str | None:
         if not collector_runs():

@@ -143,8 +143,72 @@ def test_each_object_is_a_cycle_of_refs_references_and_garbage_at_once() -> None
     assert ours(0) == ours(1) == ours(2) == []
 
 
+LIFETIME_CHILD = r"""
+import gc, json, sys, time
+from strategies.known_gc_load import CyclicGarbage, LivingLoad
+
+def older_collected():
+    return sum(gc.get_stats()[g]["collected"] for g in (1, 2))
+
+def run(threshold, steps=3000, objects=2000, refs=20, lifetime=1):
+    load, pauses = LivingLoad(), [0.0]
+    state = {}
+    def timer(phase, info):
+        if phase == "start":
+            state["t"] = time.thread_time()
+        else:
+            pauses[0] += time.thread_time() - state["t"]
+    gc.collect(); gc.freeze(); gc.set_threshold(threshold)
+    gc.callbacks.append(timer)
+    alive, older, before = [], 0, older_collected()
+    for step in range(steps):
+        load.step(objects, refs, lifetime)
+        if step % 500 == 499:
+            older += older_collected() - before
+            gc.collect()  # what is left is the live load: lifetime x objects
+            alive.append(sum(1 for o in gc.get_objects() if type(o) is CyclicGarbage))
+            before = older_collected()
+    gc.callbacks.remove(timer)
+    load.clear(); gc.set_threshold(700); gc.unfreeze(); gc.collect()
+    return {"gc_s": pauses[0], "alive": alive, "older": older}
+
+print(json.dumps([run(int(t)) for t in sys.argv[1:]]))
+"""
+
+
+def test_objects_that_live_some_steps_make_a_larger_threshold_do_less_collecting() -> None:
+    """``lifetime_steps``: 2,000 objects a step alive for one step. At threshold 700 a collection comes every 0.35
+    steps and finds every young object alive, so each is traced again by an older generation; at 8,000 (every 4
+    steps) most have died young and are freed by gen0 alone. So the collector's total work falls, not only its
+    rate: in a child interpreter, less GC time and fewer objects freed by the older generations. The live load
+    stays one step's objects throughout (stationary)."""
+    done = subprocess.run(
+        [sys.executable, "-c", LIFETIME_CHILD, "700", "8000"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    low, high = json.loads(done.stdout)
+    assert high["older"] < 0.5 * low["older"], (low["older"], high["older"])
+    assert high["gc_s"] < 0.9 * low["gc_s"], (low["gc_s"], high["gc_s"])
+    assert low["alive"] == high["alive"] == [2000] * 6  # after each full collection: the live step only
+
+
+def test_a_living_load_keeps_each_sides_objects_its_lifetime_and_a_revert_drops_them() -> None:
+    strategy = applied(KnownGcLoad(), engine_core_objects=3, refs_per_object=2, lifetime_steps=2)
+    for _ in range(5):
+        strategy.engine_core_step()
+    assert [len(batch) for batch in strategy.living["engine_core"].alive] == [3, 3]
+    assert not strategy.living["worker"].alive and strategy.counters["engine_core_objects"] == 15
+    strategy.revert(ProcessContext(role=Role.ENGINE_CORE))
+    assert not strategy.living["engine_core"].alive
+
+
 def test_params_are_typed_and_bounded() -> None:
-    assert KnownGcLoad.resolve_params({}) == {"engine_core_objects": 0, "worker_objects": 0, "refs_per_object": 100}
+    assert KnownGcLoad.resolve_params({}) == {
+        "engine_core_objects": 0,
+        "worker_objects": 0,
+        "refs_per_object": 100,
+        "lifetime_steps": 0,
+    }
     assert KnownGcLoad.resolve_params({"worker_objects": 1_000_000, "refs_per_object": 1})["worker_objects"] == 10**6
     refused: list[tuple[dict[str, Any], str]] = [
         ({"engine_core_objects": -1}, "engine_core_objects must be >= 0"),
