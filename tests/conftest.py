@@ -53,7 +53,7 @@ def decode_step_s(bench: Workbench, engine: dict[str, object]) -> float:
     their figures and not their verdict. ``bench``'s workload must fill ``engine``'s ``max_num_seqs``."""
     from tuner.measure.interleave import interleaved_comparison
 
-    steps = interleaved_comparison(bench, {}, {}, block_steps=1, settle=False, budget_s=3.0, seed=0)
+    steps = interleaved_comparison(bench, {}, {}, block_steps=1, budget_s=3.0, seed=0)
     step_s = steps.mean_step_s["A"]
     assert step_s is not None and steps.batch_size == engine["max_num_seqs"], steps.to_dict()
     return step_s

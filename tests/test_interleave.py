@@ -15,8 +15,8 @@ from tuner.measure.interleave import (
     ANY_WORK,
     InterleaveResult,
     _estimate,
-    _gen0_per_1000_steps,
     block_mean,
+    block_sum,
     comparable_batch_size,
     compared_steps,
     interleaved_comparison,
@@ -30,33 +30,46 @@ from tuner.stats import least_pairs, paired_ratio_of_sums
 
 
 def block(
-    pair: int, arm: Arm, dt: list[float], running: list[int], tokens: list[int], settle: float = 0.0, washout: int = 0
+    pair: int,
+    arm: Arm,
+    dt: list[float],
+    running: list[int],
+    tokens: list[int],
+    washout: int = 0,
+    gc_s: list[float] | None = None,
 ) -> BlockRecord:
     return {
         "pair": pair,
         "arm": arm,
+        "t0": [float(i) for i in range(len(dt))],
         "dt": dt,
         "running": running,
         "tokens": tokens,
-        "gc_s": [0.0] * len(dt),
-        "gen0": 0,
-        "settle_s": settle,
+        "gc_s": gc_s or [0.0] * len(dt),
+        "allocated": 0,
         "washout": washout,
     }
 
 
-def test_only_full_batch_decode_steps_are_compared_and_settle_is_charged() -> None:
+def test_only_full_batch_decode_steps_are_compared() -> None:
     decode = [8] * 4
     blocks = [
-        block(0, "A", [0.010, 0.010, 0.010, 0.500], [8, 8, 8, 8], [8, 8, 8, 200], settle=0.004),  # one prefill step
+        block(0, "A", [0.010, 0.010, 0.010, 0.500], [8, 8, 8, 8], [8, 8, 8, 200]),  # one prefill step
         block(0, "B", [0.011] * 4, decode, decode),
         block(1, "B", [0.011, 0.011, 0.011, 0.011], [8, 8, 3, 3], [8, 8, 3, 3]),  # a drain: 2 comparable steps
         block(1, "A", [0.010] * 4, decode, decode),
     ]
     assert comparable_batch_size(blocks) == 8
-    assert block_mean(blocks[0], 8, 2) == pytest.approx((0.030 + 0.004) / 3)
+    assert block_mean(blocks[0], 8, 2) == pytest.approx(0.010)
     assert block_mean(blocks[2], 8, 3) is None  # too few comparable steps: the pair is dropped
-    assert pair_means(blocks, 8, 3) == [(pytest.approx(0.034 / 3), pytest.approx(0.011))]
+    assert pair_means(blocks, 8, 3) == [(pytest.approx(0.010), pytest.approx(0.011))]
+
+
+def test_the_mutator_counts_each_step_without_its_gc() -> None:
+    """A GC-pacing comparison's mutator: the same steps, each without the GC seconds on its critical path."""
+    paused = block(0, "A", [0.010, 0.014, 0.010], [8] * 3, [8] * 3, gc_s=[0.0, 0.004, 0.001])
+    assert block_sum(paused, 8, 1) == (3, pytest.approx(0.034))
+    assert block_sum(paused, 8, 1, exclude_gc=True) == (3, pytest.approx(0.029))
 
 
 def test_a_known_ratio_is_recovered_from_blocks() -> None:
@@ -112,19 +125,18 @@ def step_once(interleaver: StepInterleaver, scheduler: FakeScheduler) -> Any:
     return interleaver.around_step(SimpleNamespace(scheduler=scheduler), step)
 
 
-def test_each_batch_carries_its_blocks_arm_and_the_block_end_carries_the_settle() -> None:
+def test_each_batch_carries_its_blocks_arm() -> None:
     switched: list[dict[str, Any]] = []
-    step_arms = StepArms(switched.append)
-    interleaver = StepInterleaver(step_arms, lambda: (0.0, 0))
+    step_arms = StepArms(switched.append, lambda: 0)
+    interleaver = StepInterleaver(step_arms, lambda: 0.0)
     a, b = {"known_delay": {"worker_ms": 0.0}}, {"known_delay": {"worker_ms": 1.0}}
     step_arms.start(a, b)  # as every engine process does on interleave_start
-    interleaver.start(interleave_start(a, b, block_steps=2, seed=0, settle=True), batch_queue=False)
+    interleaver.start(interleave_start(a, b, block_steps=2, seed=0), batch_queue=False)
     scheduler = FakeScheduler(8, 8)
     tags = [step_once(interleaver, scheduler) for _ in range(8)]
     arms = [t.arm for t in tags]
     assert all(arms[i] == arms[i + 1] for i in range(0, 8, 2))  # blocks of two batches
     assert all({arms[i], arms[i + 2]} == {"A", "B"} for i in range(0, 8, 4))  # each pair holds both arms
-    assert [t.settle for t in tags] == [False, True] * 4  # the block's last batch settles
     assert switched[0] == (a if arms[0] == "A" else b)  # EngineCore switched itself before the first batch
     idle = SimpleNamespace(total_num_scheduled_tokens=0)
     interleaver.around_step(SimpleNamespace(scheduler=scheduler), lambda: interleaver.tag(idle))
@@ -132,50 +144,51 @@ def test_each_batch_carries_its_blocks_arm_and_the_block_end_carries_the_settle(
     assert [len(b["dt"]) for b in blocks] == [2] * 4  # an idle poll is not a step of any block
 
 
-def test_each_block_counts_the_gen0_collections_of_its_steps_and_not_its_settle() -> None:
-    """Arm B collects every step, arm A every fourth: each block counts the collections its steps made (the clock
-    moves only inside a step here; the settle is not one of them), and the comparison reports them per arm per
-    1,000 steps, each settle counted as its arm's collection, as the GC-pacing check compares with each arm alone."""
-    gen0 = [0]
-    interleaver = StepInterleaver(StepArms(lambda _: None), lambda: (0.0, gen0[0]))
-    interleaver.start(interleave_start({}, {"x": {}}, block_steps=4, seed=0, settle=True), batch_queue=False)
+def test_each_block_counts_the_allocations_of_its_steps_and_each_arm_its_own() -> None:
+    """Every step allocates 10 GC-tracked objects under A and 30 under B (net), 5 more between steps: each block
+    holds what was allocated from its first step's start to its last's end, and the process's arms book every
+    allocation to the arm in force when it was made (what paces the collector under each arm)."""
+    allocated = [0]
+    arms = StepArms(lambda _: None, lambda: allocated[0])
+    interleaver = StepInterleaver(arms, lambda: 0.0)
+    arms.start({}, {"x": {}})
+    interleaver.start(interleave_start({}, {"x": {}}, block_steps=4, seed=0), batch_queue=False)
     scheduler = FakeScheduler(8, 8)
     for _ in range(16):
         arm = interleaver.block["arm"]
-        steps_in = len(interleaver.block["dt"])
 
-        def step(arm: str = arm, steps_in: int = steps_in) -> None:
+        def step(arm: str = arm) -> None:
             interleaver.tag(scheduler.output)
-            gen0[0] += 1 if arm == "B" or steps_in == 3 else 0
+            allocated[0] += 10 if arm == "A" else 30
 
         interleaver.around_step(SimpleNamespace(scheduler=scheduler), step)
+        allocated[0] += 5  # between steps: the busy loop's own
     blocks = interleaver.drain()["blocks"]
-    assert [b["gen0"] for b in blocks if b["arm"] == "B"] == [4, 4] and [
-        b["gen0"] for b in blocks if b["arm"] == "A"
-    ] == [1, 1]
-    assert _gen0_per_1000_steps(blocks, "A", False) == 250 and _gen0_per_1000_steps(blocks, "B", False) == 1000
-    assert _gen0_per_1000_steps(blocks, "A", True) == 500  # each block's settle is one of its arm's collections
-    assert _gen0_per_1000_steps([], "A", True) is None
+    assert {b["arm"]: b["allocated"] for b in blocks} == {"A": 4 * 10 + 3 * 5, "B": 4 * 30 + 3 * 5}
+    arms.stop()
+    booked = {arm: counts[0] for arm, counts in arms.allocations.items()}
+    assert sum(booked.values()) == allocated[0] == 16 * 5 + 8 * 10 + 8 * 30  # every allocation, to one arm
+    # Each arm's steps and the gaps while it was in force: the first gap after a block's last step belongs to the
+    # arm the next block opened, so each total is within one gap of four per block.
+    assert abs(booked["A"] - 2 * 4 * (10 + 5)) <= 5 and abs(booked["B"] - 2 * 4 * (30 + 5)) <= 5
 
 
-def test_a_worker_applies_each_batchs_arm_and_settles_after_the_block_end() -> None:
+def test_a_worker_applies_each_batchs_arm_and_counts_its_batches() -> None:
     switched: list[dict[str, Any]] = []
-    arms = StepArms(switched.append)
+    arms = StepArms(switched.append, lambda: 0)
     arms.start({}, {"x": {}})
     arms.batch(StepTag("B"))
-    arms.batch(StepTag("B", settle=True))
+    arms.batch(StepTag("B"))
     assert switched == [{"x": {}}]  # one switch for the block, none for its second batch
-    assert arms.settle_after is not None
-    arms.batch_done()
-    assert arms.settle_after is None
     arms.batch(StepTag("A"))
     arms.stop()
     assert switched == [{"x": {}}, {}, {}]  # back to the reference, then to nothing in force
+    assert arms.allocations == {"A": [0, 1], "B": [0, 2]}
 
 
 def test_with_a_batch_queue_each_block_gets_one_washout_step() -> None:
-    interleaver = StepInterleaver(StepArms(lambda _: None), lambda: (0.0, 0))
-    interleaver.start(interleave_start({}, {}, block_steps=3, seed=0, settle=False), batch_queue=True)
+    interleaver = StepInterleaver(StepArms(lambda _: None, lambda: 0), lambda: 0.0)
+    interleaver.start(interleave_start({}, {}, block_steps=3, seed=0), batch_queue=True)
     scheduler = FakeScheduler(8, 8)
     for _ in range(16):
         step_once(interleaver, scheduler)
@@ -218,9 +231,7 @@ def aa(bench: Workbench) -> InterleaveResult:
     """One long A/A interleave at one-step blocks (the default grain) with both engine processes switching, reused
     by the A/A tests: 1,100 pairs (>= 150 comparisons of 6 pairs), 25 s on a quiet host, up to 60 s on a slower
     one (471 pairs in 25 s seen: a 99.9% CI then spans about +-1.4%, too wide for the +-2% check)."""
-    result = interleaved_comparison(
-        bench, {}, SWITCH_ONLY, block_steps=1, settle=False, budget_s=60, target_pairs=AA_PAIRS, seed=1
-    )
+    result = interleaved_comparison(bench, {}, SWITCH_ONLY, block_steps=1, budget_s=60, target_pairs=AA_PAIRS, seed=1)
     print(f"A/A: {len(result.sums)} pairs")
     assert len(result.sums) >= AA_COMPARISONS * AA_PAIRS_PER_COMPARISON, result.to_dict()
     return result
@@ -299,7 +310,7 @@ def test_a_known_host_delay_is_measured_with_its_size_on_each_side(
     step_s = aa.mean_step_s["A"] or 0.02
     extra_s = 0.10 * step_s
     arms = {"known_delay": {f"{side}_ms": 1.0}}, {"known_delay": {f"{side}_ms": 1.0 + extra_s * 1e3}}
-    result = interleaved_comparison(bench, *arms, block_steps=1, settle=False, budget_s=20, seed=2)
+    result = interleaved_comparison(bench, *arms, block_steps=1, budget_s=20, seed=2)
     estimate = result.estimate
     assert estimate is not None, result.to_dict()
     known_ratio = 1 + extra_s * sum(a[0] for a, _ in result.sums) / sum(a[1] for a, _ in result.sums)
@@ -312,8 +323,8 @@ def test_a_known_host_delay_is_measured_with_its_size_on_each_side(
 
 def arm_share_by_phase(block_steps: int, cycle: int, steps: int) -> list[float]:
     """Share of arm A among the steps at each phase of a batch cycle of ``cycle`` steps."""
-    interleaver = StepInterleaver(StepArms(lambda _: None), lambda: (0.0, 0))
-    interleaver.start(interleave_start({}, {}, block_steps=block_steps, seed=11, settle=False), batch_queue=False)
+    interleaver = StepInterleaver(StepArms(lambda _: None, lambda: 0), lambda: 0.0)
+    interleaver.start(interleave_start({}, {}, block_steps=block_steps, seed=11), batch_queue=False)
     scheduler = FakeScheduler(16, 16)
     a_steps = [0] * cycle
     for i in range(steps):

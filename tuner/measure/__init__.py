@@ -2,11 +2,12 @@
 
 ``workbench`` (one measured repetition, and the proof that strategies are active), ``pairing`` (run-level and
 restart pairs in mirrored order), ``interleave`` (arms alternated in blocks of steps inside one engine), ``grain``
-(how many steps per block, and when steps cannot compare), ``gc_pacing`` (each arm's gen0 cycle measured alone),
-``stalls`` (the stall estimand) and ``pairs`` (one pair as amounts and seconds, and the ratio of sums over pairs).
+(how many steps per block), ``gc_pacing`` (a comparison of strategies that pace the collector, taken apart into
+the mutator and ``collector``), ``worker_gc`` (collections placed in the steps they delayed), ``stalls`` (the stall
+estimand) and ``pairs`` (one pair as amounts and seconds, and the ratio of sums over pairs).
 """
 
-from tuner.measure.gc_pacing import measure_gc_cycles
+from tuner.measure.gc_pacing import PacingComparison, pacing_comparison
 from tuner.measure.grain import Grain, grain_for, paces_gc
 from tuner.measure.interleave import InterleaveResult, interleaved_comparison, step_estimate, step_pairs
 from tuner.measure.pairing import Arms, Restarts, left_out_of_steps, paired_runs, step_interleavable
@@ -17,6 +18,7 @@ __all__ = [
     "Arms",
     "Grain",
     "InterleaveResult",
+    "PacingComparison",
     "Pair",
     "Restarts",
     "StrategyNotActive",
@@ -25,8 +27,8 @@ __all__ = [
     "inactive_strategies",
     "interleaved_comparison",
     "left_out_of_steps",
-    "measure_gc_cycles",
     "paces_gc",
+    "pacing_comparison",
     "paired_runs",
     "pairs_estimate",
     "run_pair",

@@ -4,7 +4,7 @@ The engine alternates arm A and arm B every ``block_steps`` steps, each batch ca
 process (see :mod:`tuner.plugin.step_interleaver`), while the front-end keeps it loaded: with offline batches (all
 requests at once), or, with ``arrivals``, with the workload's own requests sent at their times (a trace's recorded
 times or a rate), so that the steps compared are the steps that traffic makes. Each pair of neighbouring blocks
-gives one pair of (steps, seconds), settle time included; a step's time is its own call's, so the engine idling
+gives one pair of (steps, seconds); a step's time is its own call's, so the engine idling
 between steps is charged to neither arm. Offline, only steps of like composition are compared: pure decode steps
 (one token per running request) at the most common batch size, after the block's washout steps; prefill steps and
 the drain at the end of a batch would otherwise dominate the variance. Driven by arrivals, every step that did
@@ -27,6 +27,15 @@ import numpy as np
 
 from tuner.measure.stalls import CompareStep, StallComparison, compare_stalls
 from tuner.measure.workbench import Workbench, check_ran
+from tuner.measure.worker_gc import (
+    ArmPacing,
+    GcPause,
+    arm_pacing,
+    engine_pauses,
+    is_worker_only,
+    with_worker_gc,
+    worker_pauses,
+)
 from tuner.metrics.table import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
 from tuner.plugin.protocol import (
     INTERLEAVE_DRAIN,
@@ -40,7 +49,7 @@ from tuner.plugin.protocol import (
 from tuner.stats import RatioEstimate, paired_ratio_of_sums, reached_precision
 from tuner.traffic.workload import replay_line
 
-BlockSum = tuple[int, float]  # comparable steps, their seconds (settle included)
+BlockSum = tuple[int, float]  # comparable steps, their seconds
 
 
 @dataclass
@@ -52,16 +61,17 @@ class InterleaveResult:
     elapsed_s: float = 0.0
     batch_size: int | None = None
     block_steps: int = 0
-    settle: bool = False
     washout: int = 0  # leading steps per block not compared (1 with a batch queue)
     gen0_collections: int = 0  # the most any engine process made during the comparison
     gc_share: float = 0.0  # the largest share of time any engine process spent collecting
-    gen0_per_1000_steps: dict[str, float | None] = field(default_factory=dict)
-    """Per arm: EngineCore's gen0 collections in its blocks (during their steps, and their settles) per 1,000 steps."""
-    grain: str = ""  # why this block length and settle (see tuner.measure.grain)
+    grain: str = ""  # why this block length (see tuner.measure.grain)
     driven_by: str = "offline batches"  # what loaded the engine: offline batches, or the workload's arrivals
     left_out: list[str] = field(default_factory=list)  # what the engine's steps do not see (front-end parts)
     compared: list[CompareStep] = field(default_factory=list)  # every compared step, in the order they ran
+    blocks: list[BlockRecord] = field(default_factory=list)  # as EngineCore timed them, workers' GC joined
+    gc_pauses: list[GcPause] = field(default_factory=list)  # every engine process's collections, in time order
+    paced: dict[int, ArmPacing] = field(default_factory=dict)  # per engine process: each arm's thresholds, allocations
+    worker_pauses_dropped: int = 0  # worker GC pauses the probes' rings no longer held: not in any step's GC time
     stalls: StallComparison | None = None  # the arms' stall rates and their paired difference
 
     def estimate_at(self, confidence: float) -> RatioEstimate | None:
@@ -89,11 +99,9 @@ class InterleaveResult:
             "elapsed_s": self.elapsed_s,
             "batch_size": self.batch_size,
             "block_steps": self.block_steps,
-            "settle": self.settle,
             "washout": self.washout,
             "gen0_collections": self.gen0_collections,
             "gc_share": self.gc_share,
-            "gen0_per_1000_steps": self.gen0_per_1000_steps,
             "mean_step_s": self.mean_step_s,
             "grain": self.grain,
             "driven_by": self.driven_by,
@@ -133,25 +141,29 @@ def least_comparable(block_steps: int) -> int:
     return max(1, (block_steps + 1) // 2)
 
 
-def block_sum(block: BlockRecord, batch_size: int, min_steps: int) -> BlockSum | None:
-    """The block's comparable steps and their summed time, its settle time included (None when too few)."""
-    times = [dt for dt, _ in compared_steps(block, batch_size)]
-    if len(times) < min_steps:
+def block_sum(block: BlockRecord, batch_size: int, min_steps: int, exclude_gc: bool = False) -> BlockSum | None:
+    """The block's comparable steps and their summed time (None when too few); with ``exclude_gc`` the mutator's
+    time: each step's without its GC."""
+    steps = compared_steps(block, batch_size)
+    if len(steps) < min_steps:
         return None
-    return len(times), sum(times) + block["settle_s"]
+    return len(steps), sum(dt - gc_s if exclude_gc else dt for dt, gc_s in steps)
 
 
 def block_mean(block: BlockRecord, batch_size: int, min_steps: int) -> float | None:
-    """Mean step time of the block's comparable steps, with the block's settle time spread over them."""
+    """Mean step time of the block's comparable steps."""
     summed = block_sum(block, batch_size, min_steps)
     return summed[1] / summed[0] if summed else None
 
 
-def pair_sums(blocks: list[BlockRecord], batch_size: int, min_steps: int) -> list[tuple[BlockSum, BlockSum]]:
-    """(A, B) steps and seconds of every pair whose two blocks both have enough comparable steps."""
+def pair_sums(
+    blocks: list[BlockRecord], batch_size: int, min_steps: int, exclude_gc: bool = False
+) -> list[tuple[BlockSum, BlockSum]]:
+    """(A, B) steps and seconds of every pair whose two blocks both have enough comparable steps (``exclude_gc``:
+    the mutator's seconds, :func:`block_sum`)."""
     by_pair: dict[int, dict[str, BlockSum | None]] = {}
     for block in blocks:
-        by_pair.setdefault(block["pair"], {})[block["arm"]] = block_sum(block, batch_size, min_steps)
+        by_pair.setdefault(block["pair"], {})[block["arm"]] = block_sum(block, batch_size, min_steps, exclude_gc)
     pairs = []
     for arms in by_pair.values():
         a, b = arms.get("A"), arms.get("B")
@@ -175,25 +187,27 @@ def interleaved_comparison(
     arm_b: StrategySet,
     *,
     block_steps: int,
-    settle: bool,
     min_effect: float | None = None,
     budget_s: float = 120.0,
     min_pairs: int = 10,
     target_pairs: int | None = None,
     seed: int = 0,
     arrivals: bool = False,
+    exclude_gc: bool = False,
 ) -> InterleaveResult:
     """Compare two step-switchable strategy sets inside the running engine of ``bench`` for ``budget_s`` seconds,
     stopping earlier once ``min_pairs`` pairs give a CI no wider than ``min_effect`` (None: spend the budget; it is
     also the equivalence margin of the verdict), or with ``target_pairs`` as soon as that many pairs are measured
     (a confirmation look). With ``arrivals`` the engine is loaded by the workload's requests at their send times
-    (its concurrency cap too), else by offline batches. Raises
+    (its concurrency cap too), else by offline batches. With ``exclude_gc`` a step counts its time without the GC
+    pauses on its critical path (EngineCore's and its workers'): the mutator of a GC-pacing comparison
+    (:mod:`tuner.measure.gc_pacing`). Raises
     :class:`~tuner.measure.workbench.StrategyNotActive` when a strategy of either arm did not run in a process where it
     belongs (its counters did not move): no number from it."""
     session = bench.session
     bench.switch({})
     session.control(RESET)  # counters from here on prove the arms ran in every process
-    start = interleave_start(arm_a, arm_b, block_steps=block_steps, seed=seed, settle=settle)
+    start = interleave_start(arm_a, arm_b, block_steps=block_steps, seed=seed)
     session.control(start)
     blocks: list[BlockRecord] = []
     workload = bench.experiment.workload
@@ -204,23 +218,25 @@ def interleaved_comparison(
             bench.fresh_prefix_cache()
             session.run(bench.requests, offsets, workload.sampling, concurrency)
             blocks += _drain(session.control(INTERLEAVE_DRAIN))
-            sums = _sums(blocks, block_steps, arrivals)
+            sums = _sums(blocks, block_steps, arrivals, exclude_gc)
             if target_pairs is not None and len(sums) >= target_pairs:
                 break
             # The exact test costs front-end seconds that the engine waits for: only when it may stop the loop.
-            if min_effect is not None and len(sums) >= min_pairs and _may_settle(sums, min_effect):
-                estimate = _estimate(blocks, block_steps, min_effect, arrivals).estimate
+            if min_effect is not None and len(sums) >= min_pairs and _may_stop(sums, min_effect):
+                estimate = _estimate(blocks, block_steps, min_effect, arrivals, exclude_gc).estimate
                 if estimate is not None and reached_precision(estimate, min_effect):
                     break
     finally:
         stopped = session.control(INTERLEAVE_STOP)
         blocks += _drain(stopped)
     check_ran(stopped, {*arm_a, *arm_b})
-    result = _estimate(blocks, block_steps, min_effect, arrivals)
+    result = _estimate(blocks, block_steps, min_effect, arrivals, exclude_gc)
+    result.blocks = blocks
+    result.gc_pauses = engine_pauses(stopped)
+    result.paced = arm_pacing(stopped)
+    result.worker_pauses_dropped = sum(r["gc"]["pauses"]["dropped"] for r in stopped if is_worker_only(r))
     result.driven_by = f"the workload's arrivals ({replay_line(workload)})" if arrivals else "offline batches"
     result.elapsed_s = time.perf_counter() - started
-    result.settle = settle
-    result.gen0_per_1000_steps = {arm: _gen0_per_1000_steps(blocks, arm, settle) for arm in ("A", "B")}
     engine = [r for r in stopped if {"engine_core", "worker"} & set(r["roles"])]
     result.gen0_collections = max((r["gc"]["collections"][0] for r in engine), default=0)
     result.gc_share = max((r["gc"]["gc_share"] for r in engine), default=0.0)
@@ -242,47 +258,44 @@ def step_pairs(
     wanted: int,
     budget_s: float,
     block_steps: int,
-    settle: bool,
     seed: int,
     arrivals: bool = False,
+    exclude_gc: bool = False,
 ) -> list[tuple[float, float, float, float]]:
     """``wanted`` fresh step-level pairs (fewer when ``budget_s`` runs out) of ``trial`` against ``reference``, each
     as (trial steps, their seconds, reference steps, their seconds): a confirmation look's ratio-of-sums data,
-    the engine loaded as in the screening (``arrivals``: by the workload's send times)."""
+    the engine loaded as in the screening (``arrivals``: by the workload's send times; ``exclude_gc``: the
+    mutator's seconds)."""
     result = interleaved_comparison(
         bench,
         reference,
         trial,
         block_steps=block_steps,
-        settle=settle,
         budget_s=budget_s,
         min_pairs=wanted,
         target_pairs=wanted,
         seed=seed,
         arrivals=arrivals,
+        exclude_gc=exclude_gc,
     )
     return [(b[0], b[1], a[0], a[1]) for a, b in result.sums]
 
 
 def _drain(reports: list[ProcessReport]) -> list[BlockRecord]:
-    return [b for r in reports for b in (r.get("interleave") or {"blocks": []})["blocks"]]
+    """The complete blocks EngineCore hands over, each step's GC raised by its workers' pauses inside it (the
+    reports hold every pause since the comparison's reset)."""
+    blocks = [b for r in reports for b in (r.get("interleave") or {"blocks": []})["blocks"]]
+    return with_worker_gc(blocks, worker_pauses(reports))
 
 
-def _sums(blocks: list[BlockRecord], block_steps: int, arrivals: bool) -> list[tuple[BlockSum, BlockSum]]:
+def _sums(
+    blocks: list[BlockRecord], block_steps: int, arrivals: bool, exclude_gc: bool = False
+) -> list[tuple[BlockSum, BlockSum]]:
     size = ANY_WORK if arrivals else comparable_batch_size(blocks)
-    return pair_sums(blocks, size, least_comparable(block_steps)) if size is not None else []
+    return pair_sums(blocks, size, least_comparable(block_steps), exclude_gc) if size is not None else []
 
 
-def _gen0_per_1000_steps(blocks: list[BlockRecord], arm: str, settle: bool) -> float | None:
-    """``arm``'s gen0 collections in EngineCore's process per 1,000 of its blocks' steps: those during the steps,
-    and each block's settle (a collection of the block's own garbage, which running alone a natural collection a
-    few steps later would have made: without it the rate would read up to one cycle per block low)."""
-    mine = [b for b in blocks if b["arm"] == arm]
-    steps = sum(len(b["dt"]) for b in mine)
-    return 1000 * sum(b["gen0"] + settle for b in mine) / steps if steps else None
-
-
-def _may_settle(sums: list[tuple[BlockSum, BlockSum]], width: float) -> bool:
+def _may_stop(sums: list[tuple[BlockSum, BlockSum]], width: float) -> bool:
     """A cheap look (normal approximation of the ratio of sums, with slack) before the exact test: whether the
     CI may already be no wider than ``width``."""
     if len(sums) < 6:
@@ -307,10 +320,10 @@ def _ratio(sums: list[tuple[BlockSum, BlockSum]], *, margin: float | None, confi
 
 
 def _estimate(
-    blocks: list[BlockRecord], block_steps: int, margin: float | None, arrivals: bool = False
+    blocks: list[BlockRecord], block_steps: int, margin: float | None, arrivals: bool = False, exclude_gc: bool = False
 ) -> InterleaveResult:
     size = ANY_WORK if arrivals and blocks else comparable_batch_size(blocks)
-    sums = _sums(blocks, block_steps, arrivals)
+    sums = _sums(blocks, block_steps, arrivals, exclude_gc)
     estimate = _ratio(sums, margin=margin) if len(sums) >= 2 else None
     return InterleaveResult(
         estimate=estimate,

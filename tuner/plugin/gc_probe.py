@@ -87,6 +87,7 @@ class GcProbe:
     """Times every collection of this interpreter between ``reset()`` and ``snapshot()``."""
 
     def __init__(self) -> None:
+        self._folded = 0  # gen0 counts the collections so far reset: with the count, its advance so far
         self._started_at: float | None = None
         self._hidden = False
         self._last_hidden = (0, 0.0)
@@ -106,6 +107,14 @@ class GcProbe:
             wait_points.on_overrun.remove(self._overran)
             self._installed = False
 
+    def allocated(self) -> int:
+        """How far gen0's count has advanced while the probe was installed: the count now plus the count each
+        collection found and reset. The count rises with each GC-tracked allocation and falls with each
+        deallocation while it is above zero, and a gen0 threshold T triggers a collection each time it passes T, so
+        the advance between two calls over T + 1 is how many collections it triggered, whether or not one came
+        between them."""
+        return self._folded + gc.get_count()[0]
+
     def _overran(self) -> None:
         self.classes["overran"].add(*self._last_hidden)
 
@@ -122,6 +131,7 @@ class GcProbe:
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
+            self._folded += gc.get_count()[0]
             self._hidden = wait_points.in_wait()
             self._started_at = time.monotonic()
             return

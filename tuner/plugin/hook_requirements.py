@@ -60,20 +60,12 @@ REQUIRES: tuple[Requirement, ...] = (
     # shared-memory queue, resolved on the worker's WorkerWrapperBase).
     OpenDataclass("v1/core/sched/output.py", "SchedulerOutput"),
     Order(_MP, "MultiprocExecutor.execute_model", first='"execute_model"', then="args=(scheduler_output,)"),
-    Snippet(_MP, "MultiprocExecutor.sample_tokens", text='"sample_tokens"'),
     Snippet("distributed/device_communicators/shm_broadcast.py", "MessageQueue.dequeue", text="pickle.loads("),
     Snippet(_MP, "WorkerProc.__init__", text="wrapper = WorkerWrapperBase("),
     Snippet(_MP, "WorkerProc", text="func = getattr(self.worker, method)"),
-    # The worker hooks read each class's own method (`__dict__`): a missing one is a KeyError, a plugin error.
-    # The arm is applied from execute_model's first argument; the settle follows sample_tokens, which reaches
-    # Worker's through WorkerWrapperBase.__getattr__ and which CPUWorker inherits.
+    # The worker hook reads the class's own method (`__dict__`): a missing one is a KeyError, a plugin error.
+    # The arm is applied from execute_model's first argument.
     Params(_WORKER_BASE, "WorkerWrapperBase.execute_model", names=("self", "scheduler_output")),
-    Defined(_GPU_WORKER, "Worker.sample_tokens"),
-    Absent(
-        "v1/worker/cpu_worker.py",
-        "CPUWorker.sample_tokens",
-        because="the settle hook wraps Worker.sample_tokens, which CPUWorker must inherit",
-    ),
     # Control: EngineCore.tuner_control as a utility call, forwarded to the workers by collective_rpc.
     Snippet(_CORE, "EngineCoreProc._handle_client_request", text="getattr(self, method_name)"),
     AssignedIn(_CORE, "EngineCore.__init__", attribute="model_executor"),

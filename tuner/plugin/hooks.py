@@ -111,49 +111,23 @@ def _wrap_steps(engine_core_cls: type, current: Current) -> None:
 
 
 def _wrap_worker_batches(current: Current) -> None:
-    """Every worker applies each batch's arm before it executes the batch (``WorkerWrapperBase.execute_model``,
-    the entry of every executor) and settles after a block-ending batch produced its output (``execute_model``
-    returning it, or the ``sample_tokens`` that follows). Under the ``uni`` executor the worker shares
-    EngineCore's process, which has put the arm in force and settles itself."""
+    """Every worker applies each batch's arm before it executes the batch (``WorkerWrapperBase.execute_model``, the
+    entry of every executor). Under the ``uni`` executor the worker shares EngineCore's process, which has put the
+    arm in force itself."""
     from vllm.v1.worker.worker_base import WorkerWrapperBase
 
-    def arms_here() -> StepArms | None:
-        process = current()
-        if process is None or Role.ENGINE_CORE in process.contexts:
-            return None
-        return process.step_arms
-
     execute_model = WorkerWrapperBase.__dict__["execute_model"]
-    if not getattr(execute_model, "_tuner_hooked", False):
-
-        def execute(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
-            arms, tag = arms_here(), getattr(scheduler_output, STEP_TAG_ATTRIBUTE, None)
-            if arms is None or tag is None:
-                return execute_model(self, scheduler_output, *args, **kwargs)
-            arms.batch(tag)
-            output = execute_model(self, scheduler_output, *args, **kwargs)
-            if output is not None:
-                arms.batch_done()
-            return output
-
-        execute._tuner_hooked = True  # type: ignore[attr-defined]
-        WorkerWrapperBase.execute_model = execute  # type: ignore[method-assign]
-    try:
-        from vllm.v1.worker.gpu_worker import Worker  # CPUWorker inherits its sample_tokens
-    except Exception:  # not importable on this platform
+    if getattr(execute_model, "_tuner_hooked", False):
         return
-    sample_tokens = Worker.__dict__["sample_tokens"]
-    if not getattr(sample_tokens, "_tuner_hooked", False):
 
-        def sampled(self: Any, *args: Any, **kwargs: Any) -> Any:
-            output = sample_tokens(self, *args, **kwargs)
-            arms = arms_here()
-            if arms is not None:
-                arms.batch_done()
-            return output
+    def execute(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
+        process, tag = current(), getattr(scheduler_output, STEP_TAG_ATTRIBUTE, None)
+        if process is not None and tag is not None and Role.ENGINE_CORE not in process.contexts:
+            process.step_arms.batch(tag)
+        return execute_model(self, scheduler_output, *args, **kwargs)
 
-        sampled._tuner_hooked = True  # type: ignore[attr-defined]
-        Worker.sample_tokens = sampled  # type: ignore[method-assign]
+    execute._tuner_hooked = True  # type: ignore[attr-defined]
+    WorkerWrapperBase.execute_model = execute  # type: ignore[method-assign]
 
 
 def install_hooks(current: Current) -> None:

@@ -50,9 +50,12 @@ class ProcessState:
         self.probe = GcProbe()
         self.steps = IntervalRing()  # EngineCore's engine steps (tag: scheduled tokens), for the tail-latency join
         self.telemetry = True  # GC timing and step intervals; off only to measure what they cost
-        self.step_arms = StepArms(self.switch)  # the arms of a step-level comparison, in every engine process
-        # EngineCore's GC clock: seconds and gen0 collections so far
-        self.interleaver = StepInterleaver(self.step_arms, lambda: (sum(self.probe.seconds), self.probe.collections[0]))
+        self.step_arms = StepArms(self.switch, self.probe.allocated)  # a step comparison's arms, in every process
+        self.interleaver = StepInterleaver(self.step_arms, self._gc_clock)
+
+    def _gc_clock(self) -> float:
+        """EngineCore's GC clock for the interleaver: critical GC seconds so far."""
+        return sum(self.probe.classes["critical"].seconds)
 
     def install(self) -> None:
         self.probe.install()
@@ -167,6 +170,8 @@ class ProcessState:
             "gc": self.probe.snapshot(),
             "vllm_env": {k: v for k, v in os.environ.items() if k.startswith("VLLM_")},
             "steps": self.steps.export() if Role.ENGINE_CORE in self.contexts else None,
+            "arm_thresholds": dict(self.step_arms.thresholds),
+            "arm_allocations": {arm: list(counts) for arm, counts in self.step_arms.allocations.items()},
         }
 
     def handle(self, request: ControlRequest) -> ProcessReport:

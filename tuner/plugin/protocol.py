@@ -110,9 +110,6 @@ class InterleaveStart(TypedDict):
     """Start a step-level comparison: every engine process receives both arms; EngineCore alternates them.
 
     Blocks of ``block_steps`` model-executing steps come in pairs, each pair in a random order (``seed``).
-    ``settle``: a gen0 collection ends every block in every process that holds an arm, charged to the block, so
-    that garbage a block deferred is not collected in the next one (chosen where GC is not negligible: see
-    :mod:`tuner.measure.grain`).
     """
 
     op: Literal["interleave_start"]
@@ -120,11 +117,10 @@ class InterleaveStart(TypedDict):
     b: StrategySet
     block_steps: int
     seed: int
-    settle: bool
 
 
-def interleave_start(a: StrategySet, b: StrategySet, *, block_steps: int, seed: int, settle: bool) -> InterleaveStart:
-    return {"op": "interleave_start", "a": a, "b": b, "block_steps": block_steps, "seed": seed, "settle": settle}
+def interleave_start(a: StrategySet, b: StrategySet, *, block_steps: int, seed: int) -> InterleaveStart:
+    return {"op": "interleave_start", "a": a, "b": b, "block_steps": block_steps, "seed": seed}
 
 
 class SwitchRequest(TypedDict):
@@ -182,32 +178,32 @@ class StepTag:
     """What EngineCore's interleaver attaches to each scheduled batch of a step-level comparison.
 
     It travels with the ``SchedulerOutput`` (in-process under the ``uni`` executor, pickled to each worker under
-    ``mp``), so every process applies the batch's own arm before it works on the batch. ``settle``: the batch ends
-    its block and its process collects gen0 once it has produced the batch's output.
+    ``mp``), so every process applies the batch's own arm before it works on the batch.
     """
 
     arm: Arm
-    settle: bool = False
 
 
 class BlockRecord(TypedDict):
     """One block of a step-level comparison, as EngineCore timed it.
 
-    Per counted step (one that scheduled tokens): wall seconds of the engine step, running requests at its
-    start, scheduled tokens and EngineCore's GC seconds inside it; per block, the gen0 collections in its steps.
-    The first ``washout`` steps ran under the block's arm but are not compared: with a batch queue (async
-    scheduling) each engine step also finishes the batch scheduled one step earlier, which at a block's start
-    belongs to the other arm. ``settle_s`` is the block-ending gen0 collection in EngineCore.
+    Per counted step (one that scheduled tokens): its start on ``time.monotonic`` (the clock every process of the
+    host shares, so a worker's GC pauses can be placed inside it), wall seconds of the engine step, running requests
+    at its start, scheduled tokens and EngineCore's process's GC seconds on the critical path inside it (its
+    critical pauses; one hidden at a wait point delayed nothing); per block, EngineCore's process's net GC-tracked
+    allocations from its first step's start to its last's end (what paces its collections). The first ``washout``
+    steps ran under the block's arm but are not compared: with a batch queue (async scheduling) each engine step
+    also finishes the batch scheduled one step earlier, which at a block's start belongs to the other arm.
     """
 
     pair: int
     arm: Arm
+    t0: list[float]
     dt: list[float]
     running: list[int]
     tokens: list[int]
     gc_s: list[float]
-    gen0: int  # EngineCore's process's gen0 collections during the block's steps (its settle not included)
-    settle_s: float
+    allocated: int
     washout: int
 
 
@@ -235,10 +231,15 @@ class ProcessReport(_ProcessReportBase, total=False):
     """One vLLM process's answer to a control request: roles, strategies in force, errors, counters, telemetry.
 
     ``steps`` (EngineCore only) are the engine steps (tag: scheduled tokens); ``interleave`` answers
-    ``interleave_drain`` / ``interleave_stop`` (EngineCore only; None elsewhere).
+    ``interleave_drain`` / ``interleave_stop`` (EngineCore only; None elsewhere); ``arm_thresholds`` are what each arm
+    of the last step comparison set the collector's thresholds to in this process (what paces its collections), and
+    ``arm_allocations`` how many GC-tracked objects (net) this process allocated while each arm was in force, and in
+    how many batches.
     """
 
     interleave: InterleaveBlocks | None
+    arm_thresholds: dict[str, list[int]]  # the GC thresholds each arm of the last step comparison put in force here
+    arm_allocations: dict[str, list[int]]  # per arm of it: net GC-tracked allocations here, and batches executed
 
 
 class ControlEndpointSpec(TypedDict):

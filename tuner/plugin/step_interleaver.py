@@ -19,13 +19,11 @@ With a batch queue (async scheduling, pipeline parallelism) a call schedules bat
 the first call of a block finishes the other arm's last batch; it runs under the new arm but is not compared (a
 *washout* step, recorded as such). The remaining calls of the block hold only the block's own batches.
 
-Garbage is the one state that outlives a step. Where GC is not negligible the comparison asks for a *settle*: a
-gen0 collection at the end of every block, in EngineCore (timed, charged to the block) and in each worker process
-after it produced the block's last batch (inside that step's time), so that the next block does not collect what
-this one deferred. Per step it records the wall time, the running requests, the scheduled tokens and the GC time;
-the front-end (:mod:`tuner.measure.interleave`) drains complete pairs and does the statistics. Per block it also counts
-EngineCore's process's gen0 collections during the block's steps (the settle left out), so that a GC-pacing
-comparison can show each arm collecting at its own pace.
+Garbage is the one state that outlives a step, and where a collection falls depends on both arms' allocations:
+per step the interleaver records its start, wall time, running requests, scheduled tokens and EngineCore's GC time
+on the critical path, and per block EngineCore's net GC-tracked allocations, so that a comparison of strategies
+that pace the collector can take the collector apart (:mod:`tuner.measure.gc_pacing`). The front-end
+(:mod:`tuner.measure.interleave`) drains complete pairs and does the statistics.
 """
 
 from __future__ import annotations
@@ -48,48 +46,59 @@ from tuner.plugin.protocol import (
 
 
 class StepArms:
-    """The two arms of a comparison in one process, and which one is in force here."""
+    """The two arms of a comparison in one process, which one is in force here, and what each put in force of the
+    collector: its thresholds, and the net allocations made under it."""
 
-    def __init__(self, switch: Callable[[StrategySet], None]) -> None:
-        """``switch`` puts a strategy set in force in this process."""
+    def __init__(self, switch: Callable[[StrategySet], None], allocated: Callable[[], int]) -> None:
+        """``switch`` puts a strategy set in force in this process; ``allocated`` is its net GC-tracked
+        allocations so far."""
         self.switch = switch
+        self.allocated = allocated
         self.arms: dict[Arm, StrategySet] | None = None
         self.current: Arm | None = None
-        self.settle_after: StepTag | None = None  # a worker's batch that ends a block: collect once it is done
+        self.thresholds: dict[str, list[int]] = {}  # the GC thresholds each arm put in force here
+        self.allocations: dict[str, list[int]] = {}  # per arm: net allocations while it was in force, its batches
+        self._since = 0
 
     def start(self, a: StrategySet, b: StrategySet) -> None:
         self.arms = {"A": a, "B": b}
         self.current = None
-        self.settle_after = None
+        self.thresholds = {}
+        self.allocations = {"A": [0, 0], "B": [0, 0]}
 
     def stop(self) -> None:
         if self.arms is not None:
-            self.arms, self.current, self.settle_after = None, None, None
+            self._book()
+            self.arms, self.current = None, None
             self.switch({})
 
     def enter(self, arm: Arm) -> None:
         """Put ``arm`` in force here (a no-op while it already is, or when no comparison runs)."""
         if self.arms is not None and arm != self.current:
+            self._book()
             self.switch(self.arms[arm])
             self.current = arm
+            self.thresholds.setdefault(arm, list(gc.get_threshold()))
+
+    def _book(self) -> None:
+        """Charge the allocations since the last switch to the arm that was in force."""
+        now = self.allocated()
+        if self.current is not None:
+            self.allocations[self.current][0] += now - self._since
+        self._since = now
 
     def batch(self, tag: StepTag) -> None:
         """A worker is about to execute a batch tagged ``tag``."""
         self.enter(tag.arm)
-        self.settle_after = tag if tag.settle else None
-
-    def batch_done(self) -> None:
-        """A worker produced the output of its current batch: settle when that batch ended a block."""
-        if self.settle_after is not None:
-            self.settle_after = None
-            gc.collect(0)
+        self.allocations[tag.arm][1] += 1
 
 
 class StepInterleaver:
     """Runs inside EngineCore; ``around_step`` wraps every engine step, ``tag`` every scheduled batch."""
 
-    def __init__(self, arms: StepArms, gc_clock: Callable[[], tuple[float, int]]) -> None:
-        """``arms`` switches this process; ``gc_clock`` is its GC time and gen0 collections so far."""
+    def __init__(self, arms: StepArms, gc_clock: Callable[[], float]) -> None:
+        """``arms`` switches this process (and counts its allocations); ``gc_clock`` is its critical GC seconds so
+        far."""
         self.arms = arms
         self.gc_clock = gc_clock
         self.active = False
@@ -101,9 +110,9 @@ class StepInterleaver:
             raise ValueError(f"block_steps must be >= 1, got {request['block_steps']}")
         self.block_steps = request["block_steps"]
         self.washout = 1 if batch_queue else 0
-        self.settle = request["settle"]
         self.rng = random.Random(request["seed"])
         self.blocks: list[BlockRecord] = []
+        self._opened_at = 0  # net allocations when the open block's first step began
         self.pair = 0
         self._new_pair()
         self.active = True
@@ -125,12 +134,12 @@ class StepInterleaver:
         self.block: BlockRecord = {
             "pair": self.pair,
             "arm": arm,
+            "t0": [],
             "dt": [],
             "running": [],
             "tokens": [],
             "gc_s": [],
-            "gen0": 0,
-            "settle_s": 0.0,
+            "allocated": 0,
             "washout": self.washout,
         }
 
@@ -139,41 +148,38 @@ class StepInterleaver:
         return self.washout + self.block_steps
 
     def tag(self, scheduler_output: Any) -> None:
-        """Attach the block's arm to a batch just scheduled (and whether it ends the block, when settling)."""
-        tokens = int(scheduler_output.total_num_scheduled_tokens)
-        self.scheduled_tokens = tokens
-        if not self.active:
-            return
-        closes = tokens > 0 and len(self.block["dt"]) + 1 == self._steps_per_block
-        setattr(scheduler_output, STEP_TAG_ATTRIBUTE, StepTag(self.block["arm"], settle=self.settle and closes))
+        """Attach the block's arm to a batch just scheduled."""
+        self.scheduled_tokens = int(scheduler_output.total_num_scheduled_tokens)
+        if self.active:
+            setattr(scheduler_output, STEP_TAG_ATTRIBUTE, StepTag(self.block["arm"]))
 
     def around_step(self, engine_core: Any, step: Callable[[], Any]) -> Any:
         self.scheduled_tokens = 0
         if not self.active:
             return step()
         running = len(getattr(engine_core.scheduler, "running", ()))
-        gc_before, gen0_before = self.gc_clock()
-        started = time.perf_counter()
+        gc_before = self.gc_clock()
+        allocated = self.arms.allocated()
+        started = time.monotonic()
         result = step()
-        elapsed = time.perf_counter() - started
+        elapsed = time.monotonic() - started
         if self.scheduled_tokens == 0:  # an idle poll, or a call that only finished a queued batch
             return result
-        gc_after, gen0_after = self.gc_clock()
+        gc_after = self.gc_clock()
         block = self.block
+        if not block["dt"]:
+            self._opened_at = allocated
+        block["allocated"] = self.arms.allocated() - self._opened_at
+        block["t0"].append(started)
         block["dt"].append(elapsed)
         block["running"].append(running)
         block["tokens"].append(self.scheduled_tokens)
         block["gc_s"].append(gc_after - gc_before)
-        block["gen0"] += gen0_after - gen0_before
         if len(block["dt"]) >= self._steps_per_block:
             self._close_block()
         return result
 
     def _close_block(self) -> None:
-        if self.settle:
-            started = time.perf_counter()
-            gc.collect(0)  # the ending block pays for the garbage it deferred
-            self.block["settle_s"] = time.perf_counter() - started
         self.blocks.append(self.block)
         self.position += 1
         if self.position == 2:

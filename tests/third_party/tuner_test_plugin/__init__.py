@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from strategies import Param, ProcessContext, Role, Strategy
+from strategies.gc_threshold import GcThreshold
 from strategies.known_delay import busy_wait
 
 
@@ -193,3 +194,13 @@ class WorkerSpeedup(_Speedup):
 
         Worker.execute_model = waited_execute_model  # type: ignore[method-assign]
         self._installed = True
+
+
+class EngineGcThreshold(GcThreshold):
+    """``gc_threshold`` in the engine's processes only (EngineCore and its workers): its pacing effect without the
+    front-end's, the part a step-level comparison measures, so that the GC-pacing benchmark's run-level truth
+    compares like with like (``benchmarks/gc_pacing.py``)."""
+
+    name = "engine_gc_threshold"
+    description = "Test strategy: gc_threshold in EngineCore and the workers only, not in the front-end."
+    roles = frozenset({Role.ENGINE_CORE, Role.WORKER})
