@@ -6,7 +6,7 @@ Drives the harness of tests/simulation.py through the tool's real decision code 
 tuner.sweep.plans, tuner.sweep.power) with the default design (up to 3 candidates by screening lower bound, each
 confirmed on its own plan within its own budget, one-sided 2.5% with Holm, 4 O'Brien-Fleming looks read on each
 look's sign-flip test with the tool's 10,000 flips). The sweeps mix grains as a real space does: 8 trials in
-short step blocks (per-pair SD ~0.036, 10 pairs/s, 20 s of screening), 6 in settled GC-pacing blocks (~0.11,
+short step blocks (per-pair SD ~0.036, 10 pairs/s, 20 s of screening), 6 in slow step blocks (~0.11,
 0.5 pairs/s) and 6 in run-level pairs (~0.15, a pair every 5 s), with 30 s of confirmation per candidate (the
 quickstart's budgets). Prints, and writes as JSON:
 
@@ -31,12 +31,12 @@ import numpy as np
 from rich.console import Console
 from scipy import stats
 
-from tests.simulation import FINE_GRAIN, GC_GRAIN, RUN_GRAIN, SimGrain, SweepOutcome, SweepSpec, run_sweeps
+from tests.simulation import FINE_GRAIN, RUN_GRAIN, SLOW_GRAIN, SimGrain, SweepOutcome, SweepSpec, run_sweeps
 from tuner.records.files import write_json
 from tuner.report.describe import verdict_words
 from tuner.sweep.plans import Design
 
-GRAINS: tuple[SimGrain, ...] = (FINE_GRAIN,) * 8 + (GC_GRAIN,) * 6 + (RUN_GRAIN,) * 6
+GRAINS: tuple[SimGrain, ...] = (FINE_GRAIN,) * 8 + (SLOW_GRAIN,) * 6 + (RUN_GRAIN,) * 6
 BUDGET_S = 30.0
 
 

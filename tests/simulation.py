@@ -142,8 +142,9 @@ narrow: null trials then ranked above a real gain 7% of the time, where the tool
 FINE_HOST = Host(steps=2, drop=0.0, noise_sd=0.015, drift_sd=0.05, pause_p=0.0005, pause_len=0.5)
 FINE_GRAIN = SimGrain("2-step blocks", FINE_HOST, 10.0, 200)
 """Short step blocks: per-pair SD ~0.036 at 10 pairs/s, as the quickstart's calibrated 2-step blocks (20 s)."""
-GC_GRAIN = SimGrain("settled GC-pacing blocks", Host(steps=256, noise_sd=0.04, pause_p=0.01, pause_len=0.3), 0.5, 10)
-"""Blocks of several gen0 cycles: per-pair SD ~0.11 at 0.5 pairs/s, 20 s of screening."""
+SLOW_GRAIN = SimGrain("slow step blocks", Host(steps=256, noise_sd=0.04, pause_p=0.01, pause_len=0.3), 0.5, 10)
+"""Long step blocks: per-pair SD ~0.11 at 0.5 pairs/s, 20 s of screening (the settled GC-pacing blocks before
+the comparison was taken apart; ``results/reference/sweep-decisions-sim.json`` names them so)."""
 RUN_GRAIN = SimGrain("run-level pairs", Host(steps=1, drop=0.0, drift_sd=0.1, drift_rho=0.5, noise_sd=0.03), 0.2, 8)
 """Run-level pairs: per-pair SD ~0.15, a pair every 5 s, 8 pairs of screening."""
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tuner.calibrate.run import CHECK_PAIRS, STRICT_PAIRS, _check_budget_s
 from tuner.errors import UserError
-from tuner.measure.grain import DEFAULT_BLOCK_STEPS, MIN_GC_PAIRS, GcCycles, grain_for
+from tuner.measure.grain import DEFAULT_BLOCK_STEPS, grain_for
 from tuner.measure.interleave import InterleaveResult
 from tuner.records.calibration import (
     CALIBRATION_SCHEMA,
@@ -23,7 +22,7 @@ from tuner.records.calibration import (
 )
 
 
-def record(recommended: int = 2, steps_per_gen0: float | None = 50.0) -> Calibration:
+def record(recommended: int = 2, steps_per_gen0: float | None = 50.0, gc_share: float = 2e-4) -> Calibration:
     return {
         "schema": CALIBRATION_SCHEMA,
         "experiment": "x",
@@ -51,10 +50,26 @@ def record(recommended: int = 2, steps_per_gen0: float | None = 50.0) -> Calibra
                 "ci": (0.99, 1.01),
                 "engine_s_per_pct": 10.0,
             },
+            {
+                "method": "collector",
+                "block_steps": 32,
+                "pairs": 8,
+                "elapsed_s": 12.0,
+                "log_sd": 0.004,
+                "ratio": 1.0,
+                "ci": (0.997, 1.003),
+                "engine_s_per_pct": 0.1,
+            },
         ],
         "recommended_block_steps": recommended,
         "recovery": [],
-        "gc": {"steps": 700, "gen0_collections": 14, "steps_per_gen0": steps_per_gen0, "gc_share": 1e-4},
+        "gc": {
+            "steps": 700,
+            "gen0_collections": 14,
+            "steps_per_gen0": steps_per_gen0,
+            "gc_share": 1e-4,
+            "share_of_mutator": gc_share,
+        },
         "strategies": {},
         "elapsed_s": 130.0,
     }
@@ -85,26 +100,16 @@ def test_the_cost_line_says_what_one_percent_costs_against_run_level_pairs() -> 
     assert "~10 engine-seconds here at 2-step blocks" in line and "~400 s (40x)" in line
 
 
-def test_the_grain_follows_the_calibration_and_paces_gc_strategies_in_settled_blocks_of_cycles() -> None:
+def test_the_grain_follows_the_calibration_and_takes_gc_pacing_apart_at_that_grain() -> None:
     plain = {"shared_empty_kv_blocks": {"enabled": False}}
-    assert (grain_for(plain, None).block_steps, grain_for(plain, None).settle) == (DEFAULT_BLOCK_STEPS, False)
+    assert (grain_for(plain, None).block_steps, grain_for(plain, None).paced) == (DEFAULT_BLOCK_STEPS, False)
     assert grain_for(plain, record(recommended=4)).block_steps == 4
     assert grain_for(plain, record(recommended=4), block_steps=8).block_steps == 8  # the experiment decides
     gc = {"gc_threshold": {"gen0_per_seq": 64}}
-    unmeasured = grain_for(gc, record(steps_per_gen0=50.0))
-    assert unmeasured.settle and "paces the collector" in unmeasured.why and "slower arm" in unmeasured.why
-    # Blocks of 8 cycles of the slower arm, measured alone: no cap overrides the pacing they measure.
-    cycles = GcCycles(reference_steps=50.0, trial_steps=212.0, reference_seen=True, trial_seen=True, step_s=0.001)
-    paced = grain_for(gc, record(recommended=2), cycles=cycles, budget_s=60.0)
-    assert (paced.block_steps, paced.settle, paced.run_level) == (8 * 212, True, False)
-    assert "212 steps (trial)" in paced.why
-    # Where the budget cannot hold MIN_GC_PAIRS such pairs (20 ms steps: 68 s a pair), run level, saying why.
-    slow = replace(cycles, step_s=0.02)
-    runs = grain_for(gc, None, cycles=slow, budget_s=20.0)
-    assert runs.run_level and "run-level pairs" in runs.why and f"fewer than {MIN_GC_PAIRS}" in runs.why
-    unseen = replace(cycles, trial_steps=300.0, trial_seen=False)
-    assert "> 300 steps (trial)" in grain_for(gc, None, cycles=unseen, budget_s=1e6).why
-    assert grain_for({**gc, **plain}, record(recommended=1, steps_per_gen0=None)).settle  # one pacing strategy
+    paced = grain_for(gc, record(recommended=2))
+    assert (paced.block_steps, paced.paced) == (2, True)  # the mutator at the calibrated grain, not long blocks
+    assert "gc_threshold paces the collector" in paced.why and "without its GC" in paced.why
+    assert grain_for({**gc, **plain}, None).paced  # one pacing strategy makes the trial a GC-pacing one
 
 
 def test_a_recovery_check_runs_long_enough_for_a_strict_ci_at_its_grains_pair_rate() -> None:

@@ -16,8 +16,8 @@ import pytest
 from scipy import stats
 from simulation import (
     FINE_GRAIN,
-    GC_GRAIN,
     RUN_GRAIN,
+    SLOW_GRAIN,
     STEP_HOST,
     Host,
     Order,
@@ -44,8 +44,8 @@ from tuner.sweep.power import Ranking, confirmation_lines, selection_chance
 from tuner.sweep.screening import ScreeningResult, gain_bounds, select_candidates
 
 FLIPS = 1000  # sign flips per confirmation look in these tests (see the module docstring)
-MIXED = (FINE_GRAIN,) * 4 + (GC_GRAIN,) * 3 + (RUN_GRAIN,) * 3
-"""Ten trials measured three ways: short step blocks, settled GC-pacing blocks and run-level pairs."""
+MIXED = (FINE_GRAIN,) * 4 + (SLOW_GRAIN,) * 3 + (RUN_GRAIN,) * 3
+"""Ten trials measured three ways: short step blocks, slow step blocks and run-level pairs."""
 
 
 def _estimate(low: float, ratio: float, high: float, *, n: int = 200, higher_is_better: bool = True) -> RatioEstimate:
@@ -200,8 +200,9 @@ def _nominate(*rows: tuple[int, float, float, int]) -> list[tuple[Candidate, flo
 
 
 def test_each_candidate_spends_its_own_budget_at_its_own_pace() -> None:
-    """A 2-step-block candidate beside two slow GC-pacing ones (the quickstart's case): one plan for all gave it 8
-    pairs, 0.64 s of its 30 s; its own plan holds what 30 s buy at its rate and detects under 1.5%."""
+    """A 2-step-block candidate beside two slow-block ones (the quickstart's case when GC pacing used long blocks):
+    one plan for all gave it 8 pairs, 0.64 s of its 30 s; its own plan holds what 30 s buy at its rate and detects
+    under 1.5%."""
     plan = plan_confirmation(
         _nominate((1, 0.038, 10.0, 200), (2, 0.1, 0.2, 10), (3, 0.1, 0.2, 10)), budget_s=30, design=Design(looks=2)
     )

@@ -1,6 +1,7 @@
 """The power statement before screening reads the noise of the method each trial will use: the calibration's step
-noise for step trials at a calibrated grain, the baseline's run-level pairs for run-level trials; GC-pacing grains
-and restart pairs are said to be measured by their own trials."""
+noise for step trials at a calibrated grain (for GC-pacing trials, the mutator's and, where GC matters, the
+collector's), the baseline's run-level pairs for run-level trials; restart pairs are said to be measured by their own
+trials."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from test_calibration import record
 
 from tuner.config import Experiment
 from tuner.config.start import StartConfig
+from tuner.measure.gc_pacing import PILOT_SHARE, collector_share
 from tuner.measure.grain import grain_for
 from tuner.records.calibration import Calibration
 from tuner.sweep.noise import power_before_screening
@@ -80,8 +82,17 @@ def test_step_trials_are_stated_from_the_calibrations_step_noise(tmp_path: Path)
     assert plan["pairs"] == int(CONFIRMATION_PACE * 30 * 170 / 15) and plan["holm_m"] == 3
     runs_sd = groups[("runs", "run-level pairs")]["log_sd"] if ("runs", "run-level pairs") in groups else None
     assert runs_sd is None  # no trial of this space is measured by run-level pairs: their noise is not quoted
-    gc = groups[("steps", "settled GC-pacing blocks")]
-    assert gc["log_sd"] is None and "never calibrated" in gc["source"]
+    gc = groups[("steps", "GC pacing: 2-step mutator + collector")]  # GC 0.02% here: the collector only piloted
+    assert gc["log_sd"] == 0.1 and gc["pairs_per_s"] == pytest.approx(170 / 15 * (1 - PILOT_SHARE))
+    assert "for the mutator" in gc["source"] and "only piloted" in gc["source"]
+    heavy = statement(tmp_path, record(gc_share=0.05))  # GC 5% of a step: the collector's noise is stated too
+    both = next(g for g in heavy["groups"] if g["grain"] == "GC pacing: 2-step mutator + collector")
+    r_m, r_c, c = 170 / 15, 8 / 12.0, collector_share(0.05)
+    assert c == pytest.approx(0.05 / 0.095)  # the collector's share of the budget grows with GC's share of a step
+    expected = (0.1**2 + 0.004**2 * r_m * (1 - c) / (r_c * c)) ** 0.5
+    assert both["log_sd"] == pytest.approx(expected)
+    assert both["pairs_per_s"] == pytest.approx(r_m * (1 - c))
+    assert "collector A/A (8 block pairs" in both["source"]
     assert any("engine.max_num_seqs: compared by restart pairs" in line for line in power["lines"])
     text = "\n".join(power["lines"])
     assert "the calibration's A/A at this block length (170 pairs" in text and "at the SD's bound" in text

@@ -103,7 +103,6 @@ def test_a_step_comparison_driven_by_the_recorded_arrivals_recovers_a_known_dela
         {"known_delay": {}},
         {"known_delay": {"worker_ms": 1e3 * delay_s}},
         block_steps=1,
-        settle=False,
         budget_s=12,
         seed=3,
         arrivals=True,

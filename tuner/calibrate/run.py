@@ -5,7 +5,9 @@ On the experiment's own engine and workload, in about two minutes on the quickst
 1. **A/A noise per method**: run-level pairs of repetitions, and step-level blocks of several lengths, each with two
    arms that differ only in a zero-length :class:`strategies.known_delay.KnownDelay` (so every engine process really
    switches, and its counters prove it). Each gives the engine seconds a +-1% CI needs.
-2. **The grain**: the block length with the fewest engine seconds per +-1% whose A/A is not called different.
+2. **The grain**: the block length with the fewest engine seconds per +-1% whose A/A is not called different; and
+   the collector's A/A: vLLM as installed against itself in blocks of each arm alone, the noise of a GC-pacing
+   comparison's collector factor (:mod:`tuner.measure.gc_pacing`) and how much of a step GC takes here.
 3. **Recovery of known effects**: a busy-wait of a known share of a step in EngineCore, and one in the worker, at
    that grain (and the worker's at 16-step blocks, the long-block check); each CI must cover 1 + delay / step.
 4. **Which strategies act on this path**: each applicable strategy switched on for one repetition; its counters
@@ -19,12 +21,15 @@ from __future__ import annotations
 import datetime
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from strategies import strategy_classes
 from tuner.config import Experiment
 from tuner.config.search import Objective, Pairs
 from tuner.feedback import SILENT, Feedback, task
+from tuner.measure.collector import collector_blocks
+from tuner.measure.gc_pacing import COLLECTOR_BLOCK_STEPS
 from tuner.measure.interleave import InterleaveResult, interleaved_comparison
 from tuner.measure.pairing import paired_runs
 from tuner.measure.pairs import pairs_estimate, run_pair
@@ -44,6 +49,7 @@ from tuner.records.calibration import (
 )
 from tuner.report.calibration import write_report
 from tuner.stats import RatioEstimate, least_pairs
+from tuner.stats.collector import block_pairs, collector_estimate
 from tuner.vllm.imports import versions
 
 YARDSTICK = "known_delay"
@@ -95,6 +101,9 @@ def calibrate(bench: Workbench, *, budget_s: float = 12.0, feedback: Feedback = 
         steps[k] = _aa(bench, k, budget_s)
         precision.append(_precision(steps[k], "steps", k))
     grain = _grain(precision)
+    feedback.note(f"the collector's A/A: each arm alone in {COLLECTOR_BLOCK_STEPS}-step blocks ({budget_s:g} s)")
+    collector = _collector_aa(bench, budget_s)
+    precision.append(collector.precision)
     feedback.note(f"grain: {grain}-step blocks; known delays ({KNOWN_SHARE:.0%} of a step) in each engine process")
     step_s = _mean_step_s(steps[grain])
     checks: tuple[tuple[Side, int], ...] = (("engine_core", grain), ("worker", grain), ("worker", LONG_BLOCK))
@@ -111,7 +120,7 @@ def calibrate(bench: Workbench, *, budget_s: float = 12.0, feedback: Feedback = 
         "precision": precision,
         "recommended_block_steps": grain,
         "recovery": recovery,
-        "gc": _gc_rate(steps[grain]),
+        "gc": _gc_rate(steps[grain], collector.share),
         "strategies": _active_here(bench),
         "elapsed_s": time.perf_counter() - started,
     }
@@ -135,8 +144,8 @@ def _aa(bench: Workbench, block_steps: int, budget_s: float) -> InterleaveResult
 def _compare(
     bench: Workbench, a: StrategySet, b: StrategySet, block_steps: int, budget_s: float, seed: int
 ) -> InterleaveResult:
-    """All of ``budget_s`` spent on one step-level comparison (no settle: see :mod:`tuner.measure.grain`)."""
-    return interleaved_comparison(bench, a, b, block_steps=block_steps, settle=False, budget_s=budget_s, seed=seed)
+    """All of ``budget_s`` spent on one step-level comparison."""
+    return interleaved_comparison(bench, a, b, block_steps=block_steps, budget_s=budget_s, seed=seed)
 
 
 def _interval(estimate: RatioEstimate | None) -> tuple[float, float] | None:
@@ -216,13 +225,30 @@ def _topology(bench: Workbench, result: InterleaveResult) -> dict[str, str]:
     }
 
 
-def _gc_rate(result: InterleaveResult) -> GcRate:
+def _gc_rate(result: InterleaveResult, share_of_mutator: float | None) -> GcRate:
     return {
         "steps": result.steps,
         "gen0_collections": result.gen0_collections,
         "steps_per_gen0": result.steps / result.gen0_collections if result.gen0_collections else None,
         "gc_share": result.gc_share,
+        "share_of_mutator": share_of_mutator,
     }
+
+
+@dataclass(frozen=True)
+class _CollectorAA:
+    precision: Precision
+    share: float | None
+
+
+def _collector_aa(bench: Workbench, budget_s: float) -> _CollectorAA:
+    """vLLM as installed against itself in collector blocks: the collector factor's noise, and GC's share."""
+    blocks, run = collector_blocks(bench, {}, SWITCH_ONLY, block_steps=COLLECTOR_BLOCK_STEPS, budget_s=budget_s, seed=7)
+    if block_pairs(blocks) < 2:
+        return _CollectorAA(_precision_of(None, "collector", COLLECTOR_BLOCK_STEPS, 0, run.elapsed_s), None)
+    estimate = collector_estimate(blocks)
+    precision = _precision_of(estimate.factor, "collector", COLLECTOR_BLOCK_STEPS, estimate.pairs, run.elapsed_s)
+    return _CollectorAA(precision, max(estimate.observed_shares.values()))
 
 
 def _active_here(bench: Workbench) -> dict[str, str]:

@@ -18,12 +18,13 @@ from typing import Literal, TypedDict, cast
 from tuner.records.files import read_schema_json, write_json
 
 CALIBRATION_SCHEMA = "tuner.calibration/1"
-Method = Literal["runs", "steps"]
+Method = Literal["runs", "steps", "collector"]
 Side = Literal["engine_core", "worker"]
 
 
 class Precision(TypedDict):
-    """One method's A/A noise: identical arms, compared as the sweep would."""
+    """One method's A/A noise: identical arms, compared as the sweep would ("collector": the collector factor of a
+    GC-pacing comparison, from blocks of each arm alone, :mod:`tuner.measure.gc_pacing`)."""
 
     method: Method
     block_steps: int | None  # steps per block (None for run-level pairs)
@@ -49,12 +50,13 @@ class Recovery(TypedDict):
 
 
 class GcRate(TypedDict):
-    """How often the engine processes collected during the step-level A/A (for GC-pacing strategies' blocks)."""
+    """How often the engine processes collected during the step-level A/A, and how much of a step's time."""
 
     steps: int
     gen0_collections: int  # the most of any engine process
     steps_per_gen0: float | None  # None: no collection at all
     gc_share: float  # the largest share of wall time any engine process spent collecting
+    share_of_mutator: float | None  # GC on the steps' critical path per mutator second, vLLM as installed alone
 
 
 class Calibration(TypedDict):

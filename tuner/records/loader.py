@@ -116,7 +116,7 @@ class TrialFields(TypedDict, total=False):
     telemetry: list[Any]  # per-process GC data of the last measured repetition: ProcessReports, compacted
     tail: dict[str, Any] | None  # each arm's attributions pooled, and the trial arm's last timeline
     step_interleave: dict[str, Any] | None  # the step-level comparison, when the trial was compared per step
-    gc_pacing: dict[str, Any] | None  # a GC-pacing trial: its arms' gen0 cycles and the grain they gave
+    gc_pacing: dict[str, Any] | None  # a GC-pacing trial: its mutator and collector parts (tuner.measure.gc_pacing)
 
 
 class TrialRepetition(TypedDict):

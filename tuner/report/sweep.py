@@ -183,7 +183,7 @@ def _trials_section(doc: Doc, out: Path, summary: SweepSummary, trials: Sequence
     margin = min_effect(summary)
     rows = []
     for t in trials:
-        note = t["failure"] or ""
+        note = "; ".join(part for part in (t["failure"], _pacing(t["gc_pacing"])) if part)
         if t["number"] in summary["pareto"]:
             note = ("Pareto; " + note) if note else "Pareto"
         base = t["is_baseline"]
@@ -351,6 +351,18 @@ def _axis(metric: str, direction: str) -> str:
 def _constraint(c: Mapping[str, Any]) -> str:
     bounds = [f"{sign} {c[bound]:g}" for bound, sign in (("max", "≤"), ("min", "≥")) if c.get(bound) is not None]
     return f"{c['metric']} {' and '.join(bounds)} {metric_unit(c['metric'])}".rstrip()
+
+
+def _pacing(record: Mapping[str, Any] | None) -> str:
+    """A GC-pacing trial's collector, in a few words: its factor on the step time, or the bound it was held to."""
+    if not record:
+        return ""
+    if record.get("skipped"):
+        return f"GC pacing: collector within +-{record['bound']:.3%}"
+    factor = (record.get("collector") or {}).get("factor") or {}
+    if factor.get("ratio") is None:
+        return "GC pacing: collector not measured"
+    return f"GC pacing: collector x{factor['ratio']:.4f} [{factor['ci_low']:.4f}, {factor['ci_high']:.4f}]"
 
 
 def _feasible(value: bool | None) -> str:

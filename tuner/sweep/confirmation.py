@@ -14,6 +14,7 @@ The engine work is injected (:data:`FreshPairs`), so this module is plain decisi
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +36,10 @@ from tuner.sweep.screening import ScreeningResult, select_candidates
 FreshPairs = Callable[[Candidate, int, int, float], list[Pair]]
 """``(candidate, pairs measured so far, pairs wanted, seconds left)`` -> that many fresh pairs (fewer when the
 time ran out)."""
+LookEstimate = Callable[[Candidate, Sequence[Pair], int], RatioEstimate]
+"""``(candidate, its first pairs up to a look, the look)`` -> the look's estimate: the ratio of sums of the pairs,
+or for a GC-pacing candidate that of its mutator's pairs times the collector factor measured in the looks so far
+(:meth:`tuner.sweep.measuring.Measurer.look_estimate`)."""
 
 
 def screening_results(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[list[ScreeningResult], list[str]]:
@@ -70,15 +75,17 @@ def candidate(row: Mapping[str, Any], metric: str) -> Candidate:
             env=row.get("env") or {},
         )  # fmt: skip
     if steps.get("pairs") and steps.get("elapsed_s") and metric in STEP_LEVEL_METRICS:
+        pacing = row.get("gc_pacing") or {}
+        collector_s = float(pacing.get("collector_s") or 0.0)
         return Candidate(
             row["number"],
             row["strategies"],
             "steps",
-            steps["pairs"] / steps["elapsed_s"],
+            steps["pairs"] / (steps["elapsed_s"] + collector_s),
             steps.get("grain") or f"{steps['block_steps']}-step blocks",
             block_steps=steps["block_steps"],
-            settle=bool(steps.get("settle")),
             left_out=tuple(steps.get("left_out") or ()),
+            collector_share=collector_s / (steps["elapsed_s"] + collector_s) if pacing else 0.0,
         )
     return Candidate(row["number"], row["strategies"], "runs", 1 / (2 * statistics.median(walls)), "run-level pairs")
 
@@ -116,9 +123,14 @@ def plan_for(
 
 
 def run_confirmation(
-    rows: Sequence[Mapping[str, Any]], search: Search, fresh_pairs: FreshPairs, feedback: Feedback = SILENT
+    rows: Sequence[Mapping[str, Any]],
+    search: Search,
+    fresh_pairs: FreshPairs,
+    feedback: Feedback = SILENT,
+    look_estimate: LookEstimate | None = None,
 ) -> dict[str, Any]:
-    """Plan, measure look by look and decide; return the record to store on the study."""
+    """Plan, measure look by look and decide; return the record to store on the study. ``look_estimate`` makes each
+    look's estimate (default: the ratio of sums of its pairs)."""
     metric = search.objectives[0].metric
     plan, screening, notes = plan_for(rows, search)
     record: dict[str, Any] = {
@@ -134,7 +146,8 @@ def run_confirmation(
         feedback.note("power before confirmation (each candidate's own plan)", "heading")
         feedback.note("  " + "\n  ".join(lines))
         record["power"] = {"lines": lines, "candidates": record["plan"]}
-    pairs, looks, decision = _measure_looks(plan, screening, search, fresh_pairs, feedback)
+    metric_of = functools.partial(_pairs_only, metric)
+    pairs, looks, decision = _measure_looks(plan, screening, search, fresh_pairs, look_estimate or metric_of, feedback)
     record["decision"] = decision.to_dict()
     record["pairs_spent"] = {str(c): len(p) for c, p in pairs.items()}
     record["pairs"] = {str(c): p for c, p in pairs.items()}  # the measured data, kept for a reader to re-analyse
@@ -148,16 +161,20 @@ def run_confirmation(
     return record
 
 
+def _pairs_only(metric: str, candidate: Candidate, pairs: Sequence[Pair], look: int) -> RatioEstimate:
+    return pairs_estimate(pairs, metric, seed=look)
+
+
 def _measure_looks(
     plan: ConfirmationPlan,
     screening: Sequence[ScreeningResult],
     search: Search,
     fresh_pairs: FreshPairs,
+    look_estimate: LookEstimate,
     feedback: Feedback,
 ) -> tuple[dict[int, list[Pair]], dict[int, list[RatioEstimate]], Decision]:
     """Each measured candidate's fresh pairs look by look (its own looks, its own budget), deciding after each
     round of looks."""
-    metric = search.objectives[0].metric
     pairs: dict[int, list[Pair]] = {p.trial: [] for p in plan.measured}
     looks: dict[int, list[RatioEstimate]] = {p.trial: [] for p in plan.measured}
     decision = confirm(plan, screening, looks)
@@ -171,7 +188,7 @@ def _measure_looks(
                 left_s = search.confirm.budget_s - len(have) / p.candidate.pairs_per_s
                 have += fresh_pairs(p.candidate, len(have), wanted - len(have), max(left_s, 0.0))
             if len(have) >= wanted:
-                looks[p.trial].append(pairs_estimate(have[:wanted], metric, seed=k))
+                looks[p.trial].append(look_estimate(p.candidate, have[:wanted], k))
         decision = confirm(plan, screening, looks)
         feedback.note(f"confirmation look {k + 1} of {rounds}: {decision.reason}")
         if decision.stop:

@@ -25,6 +25,7 @@ from typing import Any
 from scipy import stats as _st
 
 from tuner.stats import UNBOUNDED_LOG, RatioEstimate, holm, sequential_p_value
+from tuner.stats.product import PRODUCT
 from tuner.sweep.checks import Check
 from tuner.sweep.plans import ConfirmationPlan
 from tuner.sweep.screening import ScreeningResult, gain_bounds
@@ -93,8 +94,11 @@ def sign_flip_z(estimate: RatioEstimate) -> float:
     O'Brien-Fleming boundary out of its reach cannot stop a confirmation, which only costs power). At n pairs the
     statistic cannot exceed the quantile of 2^-n, so a look with too few pairs cannot cross a boundary above it.
     The t statistic read before claimed p 0.003 from 5 single-step pairs whose exact test cannot go below 1/32.
+    A GC-pacing look's product of the mutator's ratio of sums and the collector factor
+    (:func:`tuner.stats.product.product_estimate`) is read the same way: its p-value is the normal test its
+    interval inverts, symmetric about the estimate.
     """
-    if estimate.statistic != "ratio_of_sums":
+    if estimate.statistic not in ("ratio_of_sums", PRODUCT):
         raise ValueError("confirmation needs the ratio of sums and its sign-flip test, not " + estimate.statistic)
     if math.isnan(estimate.p_value):  # identical arms: no evidence either way
         return 0.0

@@ -1,11 +1,11 @@
 """How a sweep measures a configuration against the baseline: by restart pairs, run-level pairs on the running
-engine, or step-level blocks inside it (after each arm's gen0 cycle for GC pacing); and the fresh pairs of a
-confirmation look. Returns the arms; what they mean for the trial is :mod:`tuner.sweep.trial_record`'s."""
+engine, or step-level blocks inside it (taken apart into the mutator and the collector for GC pacing); and the fresh
+pairs of a confirmation look. Returns the arms; what they mean for the trial is :mod:`tuner.sweep.trial_record`'s."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tuner.config import Experiment
@@ -13,26 +13,28 @@ from tuner.config.search import Pairs, Search
 from tuner.config.start import StartConfig
 from tuner.errors import UserError
 from tuner.feedback import Feedback, Task
-from tuner.measure.gc_pacing import measure_gc_cycles
-from tuner.measure.grain import Grain, grain_for, paces_gc
-from tuner.measure.interleave import interleaved_comparison, step_pairs
+from tuner.measure.collector import collector_blocks, renumbered
+from tuner.measure.gc_pacing import COLLECTOR_BLOCK_STEPS, collector_part, pacing_comparison
+from tuner.measure.grain import Grain, grain_for
+from tuner.measure.interleave import InterleaveResult, interleaved_comparison, step_pairs
 from tuner.measure.pairing import Arms, Restarts, left_out_of_steps, paired_runs, step_interleavable
-from tuner.measure.pairs import Pair, run_pair
+from tuner.measure.pairs import Pair, pairs_estimate, run_pair
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet
 from tuner.records.calibration import Calibration
+from tuner.stats import RatioEstimate
+from tuner.stats.collector import CollectorBlock
+from tuner.stats.product import in_orientation, product_estimate
 from tuner.sweep.engines import Engines
 from tuner.sweep.plans import Candidate
 
-GC_PILOT_SHARE = 0.15
-"""A GC-pacing trial measures each arm's gen0 cycle alone for this share of its step budget (each)."""
 OnPair = Callable[[int, Any], bool]
 """Called after each pair with the pairs done and the estimate so far; True stops the pairing."""
 
 
 @dataclass
 class Measured:
-    """A trial's arms, and for a GC-pacing trial each arm's gen0 cycle measured alone and the grain it gave."""
+    """A trial's arms, and for a GC-pacing trial how its step comparison was taken apart (mutator, collector)."""
 
     arms: Arms
     gc_pacing: dict[str, Any] | None = None
@@ -54,6 +56,7 @@ class Measurer:
         self.experiment, self.search, self.engines = experiment, search, engines
         self.calibration, self.feedback, self.aa = calibration, feedback, aa
         self.switch_s: list[float] = []
+        self.collector: dict[int, list[CollectorBlock]] = {}  # per confirmed GC-pacing candidate, its looks' blocks
 
     def needs_restarts(self, config: StartConfig) -> bool:
         """Whether ``config`` is compared by restart pairs: it starts another engine than the baseline's (engine
@@ -107,12 +110,11 @@ class Measurer:
         label: str,
     ) -> Measured:
         """``strategies`` against the reference on the running engine: run-level pairs, and a step-level comparison
-        where every strategy switches per step (its grain measured first for GC pacing, which may send it to run
-        level). The baseline trial only needs its own repetitions: the minimum number of pairs. ``label`` names the
-        trial in notes and on ``progress``."""
+        where every strategy switches per step (taken apart into mutator and collector where one paces the
+        collector). The baseline trial only needs its own repetitions: the minimum number of pairs. ``label``
+        names the trial in notes and on ``progress``."""
         steps = not is_baseline and self._use_steps(strategies)
-        grain, gc_pacing, piloted_s = self._step_grain(bench, strategies, seed, label) if steps else (None, None, 0.0)
-        steps = grain is not None and not grain.run_level
+        grain = self.grain(strategies) if steps else None
         # Step trials take absolute metrics for objectives and SLOs from the minimum pairs, the verdict from steps.
         least = Pairs(min=self.search.pairs.min, max=self.search.pairs.min)
         pairs = least if is_baseline or steps else self.search.pairs
@@ -123,43 +125,32 @@ class Measurer:
         min_effect = self.search.confirm.min_effect
         arms = paired_runs(bench, strategies, pairs, self.search.objectives[0], min_effect, seed=seed, on_pair=on_pair)
         self.switch_s += arms.switch_s
-        if grain is not None and not grain.run_level:
+        gc_pacing = None
+        if grain is not None:
             progress.update(description=f"{label}: step interleaving")
-            arms.step_result = interleaved_comparison(
-                bench,
-                {},
-                strategies,
-                block_steps=grain.block_steps,
-                settle=grain.settle,
-                min_effect=min_effect,
-                budget_s=max(self.search.step_budget_s - piloted_s, 0.0),
-                seed=seed,
-                arrivals=self.experiment.workload.streaming,
-            )
-            arms.step_result.grain = grain.why
-            arms.step_result.left_out = left_out_of_steps(strategies)
+            result, gc_pacing = self._steps(bench, strategies, grain, seed, label)
+            arms.step_result = replace(result, grain=grain.why, left_out=left_out_of_steps(strategies))
         return Measured(arms, gc_pacing)
 
-    def _step_grain(
-        self, bench: Workbench, strategies: StrategySet, seed: int, label: str
-    ) -> tuple[Grain, dict[str, Any] | None, float]:
-        """The grain of ``strategies``' step comparison, its GC-pacing record and the step-budget seconds spent
-        choosing it: for GC pacing, each arm's gen0 cycle measured alone first (:data:`GC_PILOT_SHARE` of the step
-        budget each), and run level where blocks of several such cycles do not fit the rest of the budget."""
-        if not paces_gc(strategies):
-            return self.grain(strategies), None, 0.0
-        pilot_s = GC_PILOT_SHARE * self.search.step_budget_s
-        cycles, alone_rates = measure_gc_cycles(bench, {}, strategies, pilot_s, seed)
-        left = self.search.step_budget_s - 2 * pilot_s
-        grain = grain_for(strategies, self.calibration, self.search.block_steps, cycles=cycles, budget_s=left)
-        self.feedback.note(f"{label}: {grain.why}")
-        pacing = {
-            "cycles": asdict(cycles),
-            "alone_gen0_per_1000_steps": alone_rates,
-            "grain": grain.why,
-            "run_level": grain.run_level,
-        }
-        return grain, pacing, 2 * pilot_s
+    def _steps(
+        self, bench: Workbench, strategies: StrategySet, grain: Grain, seed: int, label: str
+    ) -> tuple[InterleaveResult, dict[str, Any] | None]:
+        """The step comparison of ``strategies`` at ``grain`` for the step budget: its result, and for GC pacing
+        the record of how it was taken apart (its result then holds the mutator's pairs and the product)."""
+        min_effect, budget_s = self.search.confirm.min_effect, self.search.step_budget_s
+        arrivals = self.experiment.workload.streaming
+        if not grain.paced:
+            result = interleaved_comparison(
+                bench, {}, strategies, block_steps=grain.block_steps, min_effect=min_effect, budget_s=budget_s,
+                seed=seed, arrivals=arrivals,
+            )  # fmt: skip
+            return result, None
+        comparison = pacing_comparison(
+            bench, {}, strategies, block_steps=grain.block_steps, budget_s=budget_s, min_effect=min_effect, seed=seed,
+            arrivals=arrivals,
+        )  # fmt: skip
+        self.feedback.note(f"{label}: {comparison.note()}")
+        return replace(comparison.mutator, estimate=comparison.estimate), comparison.to_dict()
 
     def _use_steps(self, strategies: StrategySet) -> bool:
         if self.search.method == "runs":
@@ -179,7 +170,9 @@ class Measurer:
 
     def fresh_pairs(self, candidate: Candidate, done: int, wanted: int, left_s: float) -> list[Pair]:
         """``wanted`` fresh pairs of ``candidate`` against the baseline (a confirmation look): on the baseline
-        engine, or by restart pairs; runs continue their mirrored order after the ``done`` pairs already measured."""
+        engine, or by restart pairs; runs continue their mirrored order after the ``done`` pairs already measured.
+        A GC-pacing candidate's look first measures collector blocks for its share of the look's time
+        (:meth:`look_estimate` reads them), then its mutator's pairs."""
         metric = self.search.objectives[0].metric
         seed = self.search.seed + 7919 * (candidate.trial + 1)  # fresh pairs: not the screening's order
         size = max(wanted, 2)
@@ -188,7 +181,17 @@ class Measurer:
             arms = self.restart_pairs(config, Pairs(min=size, max=size), seed=seed, first_pair=done)
             return [run_pair(metric, t, r) for t, r in zip(arms.trial, arms.reference, strict=True)]
         bench = self.engines.get()
-        if candidate.method == "steps":  # at its screening's grain (a GC-pacing grain was measured then)
+        if candidate.method == "steps":  # at its screening's grain
+            if candidate.paced:
+                look_s = min(wanted / candidate.pairs_per_s, left_s)
+                blocks, run = collector_blocks(
+                    bench, {}, candidate.strategies, block_steps=COLLECTOR_BLOCK_STEPS,
+                    budget_s=candidate.collector_share * look_s, seed=seed + done,
+                )  # fmt: skip
+                self.collector.setdefault(candidate.trial, []).extend(
+                    renumbered(blocks, self.collector.get(candidate.trial, []))
+                )
+                left_s = max(left_s - run.elapsed_s, 0.0)
             return step_pairs(
                 bench,
                 {},
@@ -196,9 +199,9 @@ class Measurer:
                 wanted=wanted,
                 budget_s=left_s,
                 block_steps=candidate.block_steps or self.grain(candidate.strategies).block_steps,
-                settle=candidate.settle,
                 seed=seed + done,
                 arrivals=self.experiment.workload.streaming,
+                exclude_gc=candidate.paced,
             )
         arms = paired_runs(
             bench, candidate.strategies, Pairs(min=size, max=size), self.search.objectives[0], None, seed=seed,
@@ -206,3 +209,15 @@ class Measurer:
         )  # fmt: skip
         self.switch_s += arms.switch_s
         return [run_pair(metric, t, r) for t, r in zip(arms.trial, arms.reference, strict=True)]
+
+    def look_estimate(self, candidate: Candidate, pairs: Sequence[Pair], look: int) -> RatioEstimate:
+        """A confirmation look's estimate: the ratio of sums of ``pairs``; for a GC-pacing candidate that of its
+        mutator's pairs times the collector factor of every collector block its looks measured so far (or the
+        bound of a collector too small to matter, :func:`tuner.measure.gc_pacing.collector_part`)."""
+        metric = self.search.objectives[0].metric
+        estimate = pairs_estimate(pairs, metric, seed=look)
+        if not candidate.paced:
+            return estimate
+        part = collector_part(self.collector.get(candidate.trial, []), self.search.confirm.min_effect)
+        factors = [estimate] + ([in_orientation(part.factor, estimate.higher_is_better)] if part.factor else [])
+        return product_estimate(factors, bound=part.bound)

@@ -2,23 +2,27 @@
 the noise of that very method (:mod:`tuner.sweep.power`).
 
 Each planned trial (every grid point, or each strategy of a sampled space alone) is measured one of four ways:
-restart pairs (it changes the engine start), step blocks at the calibrated grain, step blocks of several measured
-gen0 cycles (GC pacing), or run-level pairs. Their noise comes from where it was measured: the calibration's A/A at
-that block length, the baseline trial's own run-level pairs; restart pairs and GC-pacing blocks are measured by
-their own trials, so their figures come before confirmation. The run-level noise of the baseline's pairs never
-stands in for a step-level comparison (it put "1% needs 2673 pairs (~70 min)" above a sweep whose step comparisons
-cost ~12 engine-seconds per +-1%).
+restart pairs (it changes the engine start), step blocks at the calibrated grain, a GC-pacing comparison (the
+mutator in step blocks at that grain and the collector from each arm alone, :mod:`tuner.measure.gc_pacing`), or
+run-level pairs. Their noise comes from where it was measured: the calibration's A/A at that block length and its
+collector A/A, the baseline trial's own run-level pairs; restart pairs are measured by their own trials, so their
+figures come before confirmation. The run-level noise of the baseline's pairs never stands in for a step-level
+comparison (it put "1% needs 2673 pairs (~70 min)" above a sweep whose step comparisons cost ~12 engine-seconds
+per +-1%).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tuner.config.search import Search
 from tuner.config.start import StartConfig
-from tuner.measure.grain import Grain, paces_gc
+from tuner.measure.gc_pacing import PILOT_SHARE, SKIP_BELOW, collector_share
+from tuner.measure.grain import Grain
 from tuner.measure.pairs import pairs_estimate, run_pair
 from tuner.records.calibration import Calibration
 from tuner.sweep.confirmation import design_for, restart_pairs_line
@@ -61,13 +65,41 @@ def noise_of(
         keys = [f"engine.{k}" for k in config.engine] + [f"env.{k}" for k in config.env]
         line = restart_pairs_line(keys or sorted(config.strategies), search.pairs)
         return Noise("restarts", "restart pairs", None, 0, None, line or "measured by its own trials")
-    if method == "steps" and paces_gc(config.strategies):
-        why = (
-            f"{grain.why}: never calibrated; each trial measures its arms' cycles at its screening (or goes to run "
-            "level), so its power is stated before confirmation"
-        )
-        return Noise("steps", "settled GC-pacing blocks", None, 0, None, why)
+    if method == "steps" and grain.paced:
+        return paced_noise(calibration, grain, search.confirm.min_effect)
     return calibrated_noise(calibration, grain) if method == "steps" else run_level
+
+
+def paced_noise(calibration: Calibration | None, grain: Grain, min_effect: float) -> Noise:
+    """A GC-pacing comparison: the calibration's step noise at the grain for the mutator's pairs, and where GC is
+    large enough here for the collector to be measured, its A/A noise too, at the budget's split for vLLM's GC
+    share here (:func:`tuner.measure.gc_pacing.collector_share`); as one per-pair
+    SD at the mutator's pair rate: ``sd^2 = sd_m^2 + sd_c^2 r_m (1 - c) / (r_c c)`` (their variances at a budget
+    where the collector takes the share ``c``). Whether the trial's own GC is large enough is its screening's to
+    find: the pacing it tests may change it."""
+    label = f"GC pacing: {grain.block_steps}-step mutator + collector"
+    mutator = calibrated_noise(calibration, grain)
+    if calibration is None or not mutator.known or mutator.log_sd is None or mutator.pairs_per_s is None:
+        return replace(mutator, grain=label)
+    share = calibration["gc"].get("share_of_mutator")
+    collector = next((p for p in calibration["precision"] if p["method"] == "collector" and p["pairs"] >= 2), None)
+    if share is not None and share < SKIP_BELOW * min_effect:
+        source = (
+            f"{mutator.source} for the mutator; GC was {share:.3%} of vLLM's step here, below a tenth of min_effect, "
+            f"so the collector is only piloted ({PILOT_SHARE:.0%} of the budget) unless the trial's GC is larger"
+        )
+        return Noise("steps", label, mutator.log_sd, mutator.sd_pairs, mutator.pairs_per_s * (1 - PILOT_SHARE), source)
+    if collector is None or not math.isfinite(collector["log_sd"]) or collector["elapsed_s"] <= 0:
+        why = "the collector's noise was not calibrated here: measured by each trial's screening"
+        return Noise("steps", label, None, 0, None, why)
+    c, r_m = collector_share(share or 0.0), mutator.pairs_per_s
+    r_c = collector["pairs"] / collector["elapsed_s"]
+    log_sd = math.sqrt(mutator.log_sd**2 + collector["log_sd"] ** 2 * r_m * (1 - c) / (r_c * c))
+    source = (
+        f"{mutator.source} for the mutator and the calibration's collector A/A ({collector['pairs']} block pairs; "
+        f"GC {share or 0:.2%} of vLLM's step here), the collector taking {c:.0%} of the budget"
+    )
+    return Noise("steps", label, log_sd, min(mutator.sd_pairs, collector["pairs"]), r_m * (1 - c), source)
 
 
 def power_before_screening(

@@ -59,10 +59,15 @@ class Candidate:
     pairs_per_s: float
     grain: str = ""  # how its pairs are made, in words (steps: the block length and why)
     block_steps: int | None = None  # steps: the screening's block length, kept for its fresh pairs
-    settle: bool = False  # steps: whether each block ends in a settle
     left_out: tuple[str, ...] = ()  # what its estimate does not see (steps: the front-end part of its effect)
     engine: dict[str, Any] = field(default_factory=dict)  # restarts: its engine-arg overrides
     env: dict[str, Any] = field(default_factory=dict)  # restarts: its vLLM environment variable overrides
+    collector_share: float = 0.0  # GC pacing: the share of its engine time the collector takes (0: not paced)
+
+    @property
+    def paced(self) -> bool:
+        """Whether it paces the collector: its steps are the mutator's, times a collector factor per look."""
+        return self.collector_share > 0
 
 
 def sd_upper(log_sd: float, pairs: int, confidence: float = SD_CONFIDENCE) -> float:

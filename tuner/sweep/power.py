@@ -1,9 +1,10 @@
 """What a sweep's budgets can detect, said before it spends them, from the noise of the method each trial will use.
 
 - **Before screening**, per way of measuring the space's trials will use (:class:`Noise`): step blocks at a
-  calibrated grain (the calibration's A/A per-pair SD and pair rate at that block length), run-level pairs (the
-  baseline trial's own pairs), or a grain nothing has measured yet (settled GC-pacing blocks, a block length the
-  calibration did not try): said so, and stated before confirmation from its screening.
+  calibrated grain (the calibration's A/A per-pair SD and pair rate at that block length; for a GC-pacing trial
+  the mutator's and its collector's), run-level pairs (the baseline trial's own pairs), or a grain nothing has
+  measured yet (a block length the calibration did not try): said so, and stated before confirmation from its
+  screening.
 - **Before confirmation**, each candidate's own plan (:mod:`tuner.sweep.plans`).
 
 A per-pair SD is itself an estimate (the calibration's from a few hundred step pairs, the baseline's from 6 run

@@ -62,7 +62,7 @@ def confirm_candidates(study: Study, experiment: Experiment, sweep: Sweep, feedb
     if rows["incomplete"] or current_confirmation(study, rows["trials"], sweep.search) is not None:
         return
     feedback.note("confirmation: re-testing the screening's candidates against the baseline", "heading")
-    record = run_confirmation(rows["trials"], sweep.search, sweep.fresh_pairs, feedback)
+    record = run_confirmation(rows["trials"], sweep.search, sweep.fresh_pairs, feedback, sweep.look_estimate)
     study_attrs.record(study, {"confirmation": record})
 
 

@@ -53,6 +53,7 @@ class Sweep:
         self.engines = Engines(experiment, installable, self._workload_on_record)
         self.measurer = Measurer(experiment, self.search, self.engines, self.calibration, feedback, aa=aa)
         self.fresh_pairs = self.measurer.fresh_pairs  # the engine side of a confirmation look
+        self.look_estimate = self.measurer.look_estimate  # and its estimate
         self.start_s, self.switch_s = self.engines.start_s, self.measurer.switch_s  # the lists they extend
 
     def close(self) -> None:
