@@ -21,7 +21,7 @@ yardstick (:mod:`strategies.known_gc_load`) it agreed with long run-level pairs 
 gc-pacing-cpu.json``, ``python -m benchmarks.gc_pacing``).
 
 When neither arm spends a tenth of ``min_effect`` of its step collecting (the CPU engine's own garbage: ~0.01%), the
-collector is not measured further: its factor lies within ``1 +- max share`` whatever the pacing, and the
+collector is only piloted: its factor lies within ``1 +- max share`` whatever the pacing, and the
 interval is widened by that bound instead.
 """
 
@@ -54,7 +54,7 @@ must be."""
 SHARE_AT_HALF = 0.045
 """The GC share at which the collector and the mutator split the budget evenly (:func:`collector_share`)."""
 SKIP_BELOW = 0.1
-"""The collector is not measured further when both arms' GC share is below this share of ``min_effect``."""
+"""The collector is only piloted when both arms' GC share is below this share of ``min_effect``."""
 
 
 @dataclass
@@ -66,7 +66,7 @@ class PacingComparison:
     collector: CollectorEstimate | None  # None when skipped
     observed_shares: dict[str, float]  # each arm's GC seconds per mutator second in its collector blocks
     bound: float  # the collector's share bound when it was skipped (0 when measured)
-    skipped: str  # why the collector was not measured further ("" when it was)
+    skipped: str  # why the collector was only piloted ("" when it was)
     collector_s: float  # engine seconds spent on collector blocks
 
     def note(self) -> str:
@@ -156,7 +156,7 @@ def collector_part(blocks: Sequence[CollectorBlock], min_effect: float) -> Colle
     if small_enough(shares, min_effect):
         largest = max(shares.values())
         skipped = (
-            f"collector not measured further: GC was {shares['A']:.3%} (reference) and {shares['B']:.3%} (trial) of "
+            f"collector only piloted: GC was {shares['A']:.3%} (reference) and {shares['B']:.3%} (trial) of "
             f"the mutator's time alone, below a tenth of min_effect {min_effect:.1%}; however it is paced its "
             f"effect lies within +-{largest:.3%}, by which the interval is widened"
         )

@@ -117,7 +117,7 @@ def plan_for(
             run_level = ((by_number[c.trial].get("step_interleave") or {}).get("run_level") or {}).get(metric) or {}
             notes.append(
                 f"trial {c.trial} is confirmed on engine steps, which leave out {', '.join(c.left_out)}: that part is "
-                f"only in its screening's run-level pairs (ratio {_describe(run_level)}, end to end)"
+                f"only in its screening's end-to-end repetitions (ratio {_describe(run_level)})"
             )
     return plan, screening, notes
 
