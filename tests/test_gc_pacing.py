@@ -230,7 +230,8 @@ def test_a_known_pacing_effect_is_found_in_40_engine_seconds_and_an_aa_is_not_ca
     assert found.estimate is not None and found.collector is not None and found.collector.modeled, found.to_dict()
     assert found.estimate.ci_high < 1 and found.estimate.verdict == "better", found.note()
     assert found.collector.shares["B"] < found.collector.shares["A"], found.note()  # the collector's work fell
-    assert found.mutator.sums and found.collector_s <= 0.75 * BUDGET_S
+    # The collector takes at most 80% of the budget (collector_share) and a block's overshoot: the mutator keeps some.
+    assert found.mutator.sums and found.mutator.elapsed_s >= 0.15 * BUDGET_S, found.to_dict()
     outcomes = []
     for attempt in range(AA_ATTEMPTS):
         aa = pacing_comparison(
