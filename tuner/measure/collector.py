@@ -15,9 +15,11 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from tuner.measure.interleave import InterleaveResult, interleaved_comparison
 from tuner.measure.workbench import Workbench
-from tuner.measure.worker_gc import ArmPacing, GcPause
+from tuner.measure.worker_gc import ArmPacing, GcPause, overlaps
 from tuner.plugin.protocol import BlockRecord, StrategySet
 from tuner.stats.collector import Collection, CollectorBlock, ProcessBlock, schedule
 
@@ -56,15 +58,24 @@ def blocks_of(
             continue
         begin, end = steps[0][0], steps[-1][0] + steps[-1][1]
         mine = pauses[bisect.bisect_left(starts, begin) : bisect.bisect_right(starts, end)]
+        # Each pause's seconds inside the block's steps (sorted, disjoint intervals on the same clock).
+        in_steps = overlaps(
+            np.array([p.start for p in mine], dtype=np.float64),
+            np.array([p.end for p in mine], dtype=np.float64),
+            [(t0, t0 + dt) for t0, dt in steps],
+        )
         processes = {}
         for pid, pacing in paced.items():
             if arm not in pacing.thresholds:
                 continue
             seen: set[int] = set()
             collections = []
-            for pause in (p for p in mine if p.pid == pid):
-                inside = 0.0 if pause.hidden else sum(_overlap(pause, t0, dt) for t0, dt in steps)
-                collections.append(Collection(pause.generation, inside, pause.generation not in seen))
+            for pause, inside in zip(mine, in_steps, strict=True):
+                if pause.pid != pid:
+                    continue
+                collections.append(
+                    Collection(pause.generation, 0.0 if pause.hidden else float(inside), pause.generation not in seen)
+                )
                 seen.add(pause.generation)
             _, gen1, gen2 = pacing.thresholds[arm]
             processes[pid] = ProcessBlock(_triggers(pacing, arm, record), schedule(gen1, gen2), tuple(collections))
@@ -76,7 +87,3 @@ def renumbered(blocks: Sequence[CollectorBlock], after: Sequence[CollectorBlock]
     """``blocks`` with pair numbers that continue ``after``'s (two runs of blocks pooled into one estimate)."""
     offset = 1 + max((b.pair for b in after), default=-1)
     return [replace(b, pair=b.pair + offset) for b in blocks]
-
-
-def _overlap(pause: GcPause, t0: float, dt: float) -> float:
-    return max(0.0, min(pause.end, t0 + dt) - max(pause.start, t0))

@@ -43,8 +43,13 @@ def arm_pacing(reports: list[ProcessReport]) -> dict[int, ArmPacing]:
     return {
         r["pid"]: ArmPacing("engine_core" in r["roles"], r.get("arm_thresholds") or {}, r.get("arm_allocations") or {})
         for r in reports
-        if {"engine_core", "worker"} & set(r["roles"])
+        if is_engine_process(r)
     }
+
+
+def is_engine_process(report: ProcessReport) -> bool:
+    """EngineCore's process or a worker's (not the front-end's)."""
+    return bool({"engine_core", "worker"} & set(report["roles"]))
 
 
 def is_worker_only(report: ProcessReport) -> bool:
@@ -60,8 +65,7 @@ def _pauses(report: ProcessReport) -> list[GcPause]:
 
 def engine_pauses(reports: list[ProcessReport]) -> list[GcPause]:
     """Every collection of the engine's processes (EngineCore and its workers) since the last reset, in time order."""
-    engine = [r for r in reports if {"engine_core", "worker"} & set(r["roles"])]
-    return sorted(p for r in engine for p in _pauses(r))
+    return sorted(p for r in reports if is_engine_process(r) for p in _pauses(r))
 
 
 def worker_pauses(reports: list[ProcessReport]) -> list[tuple[float, float]]:
@@ -77,13 +81,13 @@ def worker_pauses(reports: list[ProcessReport]) -> list[tuple[float, float]]:
 
 
 def overlaps(
-    starts: npt.NDArray[np.float64], ends: npt.NDArray[np.float64], pauses: list[tuple[float, float]]
+    starts: npt.NDArray[np.float64], ends: npt.NDArray[np.float64], intervals: list[tuple[float, float]]
 ) -> npt.NDArray[np.float64]:
-    """Seconds of ``pauses`` (sorted, disjoint) inside each interval [starts[i], ends[i]]."""
+    """Seconds of ``intervals`` (sorted, disjoint: pauses, or a block's steps) inside each [starts[i], ends[i]]."""
     out = np.zeros(len(starts))
-    if not pauses or not len(starts):
+    if not intervals or not len(starts):
         return out
-    p = np.asarray(pauses, dtype=np.float64)
+    p = np.asarray(intervals, dtype=np.float64)
     first = np.searchsorted(p[:, 1], starts, side="right")  # the first pause that ends after the interval starts
     last = np.searchsorted(p[:, 0], ends, side="left")  # past the last pause that starts before it ends
     for i in np.flatnonzero(last > first):
