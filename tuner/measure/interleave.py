@@ -32,6 +32,7 @@ from tuner.measure.worker_gc import (
     GcPause,
     arm_pacing,
     engine_pauses,
+    is_engine_process,
     is_worker_only,
     with_worker_gc,
     worker_pauses,
@@ -237,7 +238,7 @@ def interleaved_comparison(
     result.worker_pauses_dropped = sum(r["gc"]["pauses"]["dropped"] for r in stopped if is_worker_only(r))
     result.driven_by = f"the workload's arrivals ({replay_line(workload)})" if arrivals else "offline batches"
     result.elapsed_s = time.perf_counter() - started
-    engine = [r for r in stopped if {"engine_core", "worker"} & set(r["roles"])]
+    engine = [r for r in stopped if is_engine_process(r)]
     result.gen0_collections = max((r["gc"]["collections"][0] for r in engine), default=0)
     result.gc_share = max((r["gc"]["gc_share"] for r in engine), default=0.0)
     result.washout = max((b["washout"] for b in blocks), default=0)
