@@ -18,10 +18,12 @@ from scipy import stats as _st
 from tests.conftest import TINY_ENGINE, fixed_workload
 from tuner.config import Experiment
 from tuner.engine.session import EngineSession
-from tuner.measure.gc_pacing import pacing_comparison
+from tuner.measure.gc_pacing import MOST_SHARE, PILOT_SHARE, mutator_variance, pacing_comparison, split_share
+from tuner.measure.interleave import InterleaveResult
 from tuner.measure.workbench import Workbench
 from tuner.measure.worker_gc import overlaps
 from tuner.plugin.gc_probe import GcProbe
+from tuner.plugin.protocol import BlockRecord
 from tuner.stats.collector import Collection, CollectorBlock, ProcessBlock, collector_estimate, schedule
 from tuner.stats.estimate import RatioEstimate
 from tuner.stats.product import in_orientation, product_estimate
@@ -189,6 +191,45 @@ def test_a_schedule_the_blocks_do_not_follow_falls_back_to_the_observed_collecti
     assert held.shares == held.observed_shares
     kept = collector_estimate(simulated_blocks(rng, 12, 1.0))
     assert kept.modeled and kept.why == "" and kept.cost_se > 0
+
+
+# --- the budget's split between the parts ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("collector", "mutator"), [(1e-4, 1e-4), (4e-4, 1.1e-3), (2.2e-4, 3e-5), (1e-6, 1e-2)])
+def test_the_split_makes_the_products_variance_least(collector: float, mutator: float) -> None:
+    """Each part's log variance falls as 1 / its engine seconds: the split is the grid's best share of
+    ``v_c / c + v_m / (1 - c)`` wherever that lies between the pilot's share and the most the collector takes."""
+    grid = np.linspace(PILOT_SHARE, MOST_SHARE, 6001)
+    best = float(grid[np.argmin(collector / grid + mutator / (1 - grid))])
+    assert split_share(collector, mutator) == pytest.approx(best, abs=1e-3)
+
+
+def pilot_of(rng: np.random.Generator, sd: float, *, blocks: int = 40, steps: int = 32) -> InterleaveResult:
+    """A pilot of ``blocks`` blocks of ``steps`` independent lognormal steps (log SD ``sd``, 10 ms), every fifth
+    step also holding a 20 ms collection; the engine took 12 ms a step."""
+    records: list[BlockRecord] = []
+    for i in range(blocks):
+        dt = 0.01 * np.exp(rng.normal(0, sd, steps))
+        gc_s = np.where(np.arange(steps) % 5 == 0, 0.02, 0.0)
+        record = BlockRecord(
+            pair=i // 2, arm="AB"[i % 2], t0=list(np.arange(steps) * 0.012), dt=list(dt + gc_s),
+            running=[16] * steps, tokens=[16] * steps, gc_s=list(gc_s), allocated=0, washout=0,
+        )  # fmt: skip
+        records.append(record)
+    return InterleaveResult(None, blocks=records, steps=blocks * steps, elapsed_s=blocks * steps * 0.012, batch_size=16)
+
+
+@pytest.mark.parametrize("block_steps", [1, 2])
+def test_the_mutators_noise_is_read_from_the_pilots_steps(block_steps: int) -> None:
+    """Independent steps of log SD 0.1 at 12 engine-ms: a pair of ``k``-step blocks has a log ratio of variance
+    ``2 sd^2 / k`` and takes ``2 k`` steps, so the variance times engine seconds is ``4 sd^2 x 12 ms`` at any
+    grain; read from 640 (or 320) adjacent pairs, within 25% (its sampling SD is about 6-8%). The collections in
+    the steps are taken out, as the mutator takes them out; too short a pilot reads nothing."""
+    rng = np.random.default_rng(11)
+    read = mutator_variance(pilot_of(rng, 0.1), block_steps)
+    assert read == pytest.approx(4 * 0.1**2 * 0.012, rel=0.25)
+    assert mutator_variance(pilot_of(rng, 0.1, blocks=1), block_steps) is None
 
 
 # --- a worker's pauses in EngineCore's steps -------------------------------------------------------------------------

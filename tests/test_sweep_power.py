@@ -13,7 +13,7 @@ from test_calibration import record
 
 from tuner.config import Experiment
 from tuner.config.start import StartConfig
-from tuner.measure.gc_pacing import PILOT_SHARE, collector_share
+from tuner.measure.gc_pacing import PILOT_SHARE, split_share
 from tuner.measure.grain import grain_for
 from tuner.records.calibration import Calibration
 from tuner.sweep.noise import power_before_screening
@@ -87,8 +87,9 @@ def test_step_trials_are_stated_from_the_calibrations_step_noise(tmp_path: Path)
     assert "for the mutator" in gc["source"] and "only piloted" in gc["source"]
     heavy = statement(tmp_path, record(gc_share=0.05))  # GC 5% of a step: the collector's noise is stated too
     both = next(g for g in heavy["groups"] if g["grain"] == "GC pacing: 2-step mutator + collector")
-    r_m, r_c, c = 170 / 15, 8 / 12.0, collector_share(0.05)
-    assert c == pytest.approx(0.05 / 0.095)  # the collector's share of the budget grows with GC's share of a step
+    r_m, r_c = 170 / 15, 8 / 12.0
+    c = split_share(0.004**2 / r_c, 0.1**2 / r_m)  # each part's variance times its engine seconds
+    assert c == pytest.approx(PILOT_SHARE)  # a quiet collector, noisy steps: the mutator gets all but the pilot
     expected = (0.1**2 + 0.004**2 * r_m * (1 - c) / (r_c * c)) ** 0.5
     assert both["log_sd"] == pytest.approx(expected)
     assert both["pairs_per_s"] == pytest.approx(r_m * (1 - c))

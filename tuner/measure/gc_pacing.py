@@ -32,8 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tuner.measure.collector import collector_blocks, renumbered
-from tuner.measure.interleave import InterleaveResult, interleaved_comparison
+from tuner.measure.interleave import InterleaveResult, compared_steps, interleaved_comparison
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet
 from tuner.stats import RatioEstimate
@@ -53,8 +55,20 @@ PILOT_SHARE = 0.2
 must be."""
 SHARE_AT_HALF = 0.045
 """The GC share at which the collector and the mutator split the budget evenly (:func:`collector_share`)."""
+MOST_SHARE = 0.8
+"""The most of the budget the collector takes: the mutator always keeps some pairs."""
+LEAST_PSEUDO_PAIRS = 20
+"""Pairs of adjacent pilot steps the mutator's noise is read from at the least (:func:`mutator_variance`)."""
 SKIP_BELOW = 0.1
 """The collector is only piloted when both arms' GC share is below this share of ``min_effect``."""
+
+
+@dataclass(frozen=True)
+class BudgetSplit:
+    """The collector's planned share of a pacing comparison's budget (the pilot's included), and from what."""
+
+    share: float
+    why: str
 
 
 @dataclass
@@ -68,6 +82,7 @@ class PacingComparison:
     bound: float  # the collector's share bound when it was skipped (0 when measured)
     skipped: str  # why the collector was only piloted ("" when it was)
     collector_s: float  # engine seconds spent on collector blocks
+    split: BudgetSplit  # the collector's planned share of the budget, and from what
 
     def note(self) -> str:
         """What the comparison says of its collector, in one line."""
@@ -92,6 +107,8 @@ class PacingComparison:
             "bound": self.bound,
             "skipped": self.skipped,
             "collector_s": self.collector_s,
+            "planned_share": self.split.share,
+            "split": self.split.why,
         }
 
 
@@ -137,12 +154,63 @@ def collector_block_steps(pilot: Sequence[CollectorBlock], budget_s: float) -> i
 
 
 def collector_share(gc_share: float) -> float:
-    """The share of the budget the collector takes, the pilot's included, for the larger arm's GC share: where each
-    part's variance per engine second is least in sum. The collector's SD scales with the GC share and the
-    mutator's does not, so the best split is ``s / (s + k)``: on the CPU yardstick (GC 12% and 9% of the mutator's
-    time) the collector factor reached +-0.45% in 42 s and the mutator +-0.25% in 18 s, which puts ``k`` near
-    0.045 (a 73% share); at an H100's ~1% it is the pilot's alone. Between :data:`PILOT_SHARE` and 0.8."""
-    return min(max(gc_share / (gc_share + SHARE_AT_HALF), PILOT_SHARE), 0.8)
+    """The share of the budget the collector takes, the pilot's included, for the larger arm's GC share, where
+    neither part's noise is known (:func:`split_share` where both are): the collector's SD scales with the GC share
+    and the mutator's does not, so the best split is about ``s / (s + k)``; on the CPU yardstick (GC 12% and 9% of
+    the mutator's time) the collector factor reached +-0.45% in 42 s and the mutator +-0.25% in 18 s, which puts
+    ``k`` near 0.045 (a 73% share); at an H100's ~1% it is the pilot's alone. Between :data:`PILOT_SHARE` and
+    :data:`MOST_SHARE`."""
+    return min(max(gc_share / (gc_share + SHARE_AT_HALF), PILOT_SHARE), MOST_SHARE)
+
+
+def split_share(collector_var_s: float, mutator_var_s: float) -> float:
+    """The collector's share of the budget where the product's variance is least, from each part's log variance
+    times the engine seconds it took (about constant for each): minimising ``v_c / c + v_m / (1 - c)`` gives
+    ``c = sqrt(v_c) / (sqrt(v_c) + sqrt(v_m))``. Between :data:`PILOT_SHARE` and :data:`MOST_SHARE`."""
+    c, m = math.sqrt(collector_var_s), math.sqrt(mutator_var_s)
+    return min(max(c / (c + m), PILOT_SHARE), MOST_SHARE) if c + m > 0 else PILOT_SHARE
+
+
+def mutator_variance(pilot: InterleaveResult, block_steps: int) -> float | None:
+    """The mutator factor's log variance times its engine seconds, read from the collector pilot's blocks: inside
+    each arm's block, adjacent runs of ``block_steps`` compared steps (GC taken out) paired as the mutator's
+    comparison pairs its arms' blocks, an A/A of the ratio of sums (its delta-method variance). None with fewer than
+    :data:`LEAST_PSEUDO_PAIRS` such pairs."""
+    if pilot.batch_size is None or pilot.steps == 0:
+        return None
+    first, second = [], []
+    for record in pilot.blocks:
+        times = [dt - gc_s for dt, gc_s in compared_steps(record, pilot.batch_size)]
+        for i in range(0, len(times) - 2 * block_steps + 1, 2 * block_steps):
+            first.append(sum(times[i : i + block_steps]))
+            second.append(sum(times[i + block_steps : i + 2 * block_steps]))
+    if len(first) < LEAST_PSEUDO_PAIRS:
+        return None
+    a, b = np.array(first), np.array(second)
+    influence = b / b.sum() - a / a.sum()
+    seconds = len(a) * 2 * block_steps * pilot.elapsed_s / pilot.steps  # what as many real pairs take
+    return float(np.sum(influence**2)) * seconds
+
+
+def budget_split(
+    pilot: InterleaveResult, blocks: Sequence[CollectorBlock], block_steps: int, min_effect: float
+) -> BudgetSplit:
+    """Where the pilot measured both parts' noise, the split that makes the product's interval narrowest
+    (:func:`split_share`; a host whose steps are noisier gives the mutator more); else the GC-share rule
+    (:func:`collector_share`)."""
+    shares = _shares(blocks)
+    rule = BudgetSplit(collector_share(max(shares.values(), default=0.0)), "the GC-share rule")
+    factor = collector_part(blocks, min_effect).factor if block_pairs(blocks) >= 2 else None
+    mutator = mutator_variance(pilot, block_steps)
+    if factor is None or mutator is None or not (0 < factor.ci_low <= factor.ci_high < math.inf):
+        return rule
+    collector = (math.log(factor.ci_high / factor.ci_low) / (2 * 1.96)) ** 2 * pilot.elapsed_s
+    per_minute = {part: 1.96 * math.sqrt(v / 60) for part, v in (("collector", collector), ("mutator", mutator))}
+    return BudgetSplit(
+        split_share(collector, mutator),
+        f"the pilot's noise (+-{per_minute['collector']:.2%} collector, +-{per_minute['mutator']:.2%} mutator "
+        "in an engine-minute)",
+    )
 
 
 def small_enough(shares: dict[str, float], min_effect: float) -> bool:
@@ -185,8 +253,10 @@ def pacing_comparison(
     )
     spent = pilot.elapsed_s
     shares = _shares(blocks)
+    split = BudgetSplit(PILOT_SHARE, "the pilot's alone: GC too small to matter")
     if not small_enough(shares, min_effect):
-        left_s = max(collector_share(max(shares.values())) * budget_s - spent, 0.0)
+        split = budget_split(pilot, blocks, block_steps, min_effect)
+        left_s = max(split.share * budget_s - spent, 0.0)
         long_steps = collector_block_steps(blocks, left_s)
         more, rest = collector_blocks(bench, reference, trial, block_steps=long_steps, budget_s=left_s, seed=seed + 1)
         spent += rest.elapsed_s
@@ -207,4 +277,4 @@ def pacing_comparison(
     if mutator.estimate is not None:
         factors = [mutator.estimate] + ([part.factor] if part.factor else [])
         estimate = product_estimate(factors, bound=part.bound, margin=min_effect)
-    return PacingComparison(estimate, mutator, part.estimate, part.shares, part.bound, part.skipped, spent)
+    return PacingComparison(estimate, mutator, part.estimate, part.shares, part.bound, part.skipped, spent, split)

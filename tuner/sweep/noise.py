@@ -21,7 +21,7 @@ from typing import Any
 
 from tuner.config.search import Search
 from tuner.config.start import StartConfig
-from tuner.measure.gc_pacing import PILOT_SHARE, SKIP_BELOW, collector_share
+from tuner.measure.gc_pacing import PILOT_SHARE, SKIP_BELOW, split_share
 from tuner.measure.grain import Grain
 from tuner.measure.pairs import pairs_estimate, run_pair
 from tuner.records.calibration import Calibration
@@ -72,8 +72,8 @@ def noise_of(
 
 def paced_noise(calibration: Calibration | None, grain: Grain, min_effect: float) -> Noise:
     """A GC-pacing comparison: the calibration's step noise at the grain for the mutator's pairs, and where GC is
-    large enough here for the collector to be measured, its A/A noise too, at the budget's split for vLLM's GC
-    share here (:func:`tuner.measure.gc_pacing.collector_share`); as one per-pair
+    large enough here for the collector to be measured, its A/A noise too, at the budget's split both noises
+    make best (:func:`tuner.measure.gc_pacing.split_share`, as a comparison splits by its pilot's); as one per-pair
     SD at the mutator's pair rate: ``sd^2 = sd_m^2 + sd_c^2 r_m (1 - c) / (r_c c)`` (their variances at a budget
     where the collector takes the share ``c``). Whether the trial's own GC is large enough is its screening's to
     find: the pacing it tests may change it."""
@@ -92,8 +92,8 @@ def paced_noise(calibration: Calibration | None, grain: Grain, min_effect: float
     if collector is None or not math.isfinite(collector["log_sd"]) or collector["elapsed_s"] <= 0:
         why = "the collector's noise was not calibrated here: measured by each trial's screening"
         return Noise("steps", label, None, 0, None, why)
-    c, r_m = collector_share(share or 0.0), mutator.pairs_per_s
-    r_c = collector["pairs"] / collector["elapsed_s"]
+    r_m, r_c = mutator.pairs_per_s, collector["pairs"] / collector["elapsed_s"]
+    c = split_share(collector["log_sd"] ** 2 / r_c, mutator.log_sd**2 / r_m)
     log_sd = math.sqrt(mutator.log_sd**2 + collector["log_sd"] ** 2 * r_m * (1 - c) / (r_c * c))
     source = (
         f"{mutator.source} for the mutator and the calibration's collector A/A ({collector['pairs']} block pairs; "
