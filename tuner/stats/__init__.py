@@ -14,8 +14,8 @@ boundaries, and the power functions (MDE, pairs needed) that size a comparison
 from the per-pair log-ratio SD; :func:`mirrored_order` balances carry-over.
 
 One module per job, as Optuna lays out ``samplers/``: ``estimate`` (the estimate and its verdict), ``bootstrap``,
-``ratio_of_sums`` (the sign-flip test and its inverted CI), ``sequential`` and ``power``; this package's names are
-the public ones.
+``ratio_of_sums`` (the sign-flip test and its inverted CI), ``body`` (the steps' body and their tail guard),
+``sequential`` and ``power``; this package's names are the public ones.
 """
 
 from tuner.stats.attainment import (
@@ -25,6 +25,7 @@ from tuner.stats.attainment import (
     attainment_difference,
     paired_attainment,
 )
+from tuner.stats.body import BodyComparison, TailGuard, body_comparison, running_caps, split_at_caps
 from tuner.stats.bootstrap import paired_ratio, unpaired_ratio
 from tuner.stats.capacity import (
     Capacity,
@@ -61,6 +62,7 @@ __all__ = [
     "MIN_SIGN_FLIP_PAIRS",
     "UNBOUNDED_LOG",
     "AttainmentDifference",
+    "BodyComparison",
     "Capacity",
     "CapacityEstimate",
     "Crossing",
@@ -71,8 +73,10 @@ __all__ = [
     "Probe",
     "RatioEstimate",
     "Statistic",
+    "TailGuard",
     "Verdict",
     "attainment_difference",
+    "body_comparison",
     "boundary_crossing",
     "capacity_ratio",
     "crossing",
@@ -93,7 +97,9 @@ __all__ = [
     "reached_precision",
     "resolvable",
     "rounds_needed",
+    "running_caps",
     "sequential_p_value",
+    "split_at_caps",
     "unpaired_ratio",
     "within_margin",
 ]

@@ -1,0 +1,249 @@
+"""Engine minutes per +-1% for the body of the steps and its tail guard, replayed from real H100 per-step times.
+
+    nice -n 19 .venv/bin/python -m benchmarks.body_projection --seeds 20 --calibration-seeds 40 \
+        --output results/reference/h100-body.json
+
+The same recordings, re-pairing and topologies as :mod:`benchmarks.h100_projection` (its ``headline``): the
+full-batch steps of the 6 A/A runs, a random 0-15 step phase per run and seed, blocks of K compared steps paired in
+time order with the arms at random in each pair; ``sync`` as recorded, ``async`` with one washout step before every
+block (run, charged as engine time, not compared). Each step is split at its cap, twice the median of the 64
+recorded steps before it (:func:`tuner.stats.body.running_caps`, over the run's steps in time order, washout ones
+included, as the engine records them), and :func:`tuner.stats.body.body_comparison` compares the blocks' body
+seconds (ratio of sums) and their excess (the tail guard). Engine minutes per +-1% are C * v * tau as in the
+headline (the body's per-pair log variance, the engine seconds per pair), the mean over runs of per-run means over
+seeds; the plain ratio of sums on the same pairs and signs is reported beside it, the guard's half-width at the
+pairs that give the body +-1%, and the engine minutes the guard needs for a half-width of its default margin (0.5
+points of step time): with the body at +-1% the guard is wider than that margin, so a decision that needs both is
+bound by the guard unless its margin is wider.
+
+Calibration (``calibration``): non-overlapping chunks of 256 steps of consecutive pairs at K = 1, per run and seed,
+2,000 flips, each with a known effect put into B's steps (the caps then taken from the observed, mixed series):
+``aa`` none (the body's false-positive rate, p < 0.05, and the decision's: body and guard together), ``mult`` x 1.01,
+``add`` + 1% of the run's median step, ``halve`` (steps above twice the median lose half their excess: an effect in
+the tail, which the body should not see and the guard should credit), each with the coverage of the body's true
+ratio in the chunk (every compared step's body had it run B, over as recorded, at the same caps); ``stall`` (B holds
+an added pause of 5 median steps in 2% of its steps): how often it is called better (never, by the guard's design).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.h100_projection import (
+    CHUNK_STEPS,
+    LOG_1PCT,
+    OFFSET_SPAN,
+    ROOT,
+    TOPOLOGIES,
+    Floats,
+    Run,
+    inject,
+    load,
+    minutes,
+    over_runs,
+    proportion,
+    spread,
+)
+from tuner.records.files import write_json
+from tuner.stats import body_comparison, paired_ratio_of_sums, running_caps, split_at_caps
+from tuner.stats.body import GUARD_MARGIN
+
+COMMAND = (
+    "nice -n 19 .venv/bin/python -m benchmarks.body_projection --seeds 20 --calibration-seeds 40 "
+    "--output results/reference/h100-body.json"
+)
+K_VALUES = (1, 2, 4)
+Z = 1.959963984540054
+KINDS = ("aa", "mult", "add", "halve", "stall")
+CALIBRATION_FLIPS = 2000
+STALL_RATE, STALL_STEPS = 0.02, 5.0
+
+
+def cut(run: Run, k: int, washout: int, seed: int, index: int) -> tuple[Floats, int]:
+    """The run's full-batch steps after the seed's phase, as (pair, first/second, washout + compared steps)."""
+    offset = int(np.random.default_rng([seed, index, k, 7]).integers(0, OFFSET_SPAN))
+    x = run.seconds[run.full][offset:]
+    span = k + washout
+    n = x.size // (2 * span)
+    return x[: 2 * span * n].reshape(n, 2, span), n
+
+
+def arm_sums(body: Floats, excess: Floats, b_second: np.ndarray, washout: int) -> dict[str, tuple[Floats, Floats]]:
+    """Per pair and arm the compared steps' body and excess seconds."""
+    sums = {}
+    for arm, second in (("B", b_second), ("A", ~b_second)):
+        pick = np.where(second, 1, 0)
+        rows = np.arange(body.shape[0])
+        sums[arm] = (body[rows, pick, washout:].sum(axis=-1), excess[rows, pick, washout:].sum(axis=-1))
+    return sums
+
+
+def projection(runs: list[Run], k: int, washout: int, seeds: int) -> dict[str, Any]:
+    """Engine minutes per +-1% for the body and the plain ratio of sums on the same pairs, and the guard's
+    half-width at the body's +-1%."""
+    acc: dict[str, list[float]] = {key: [] for key in ("body", "plain", "ratio", "guard", "guard_min")}
+    for index, run in enumerate(runs):
+        for seed in range(seeds):
+            steps, n = cut(run, k, washout, seed, index)
+            body, excess = (x.reshape(steps.shape) for x in split_at_caps(steps.ravel(), running_caps(steps.ravel())))
+            b_second = np.random.default_rng([seed, index, k, 17]).random(n) < 0.5
+            sums = arm_sums(body, excess, b_second, washout)
+            total, amount = float(steps.sum()), np.full(n, float(k))
+            found = body_comparison(amount, sums["B"], sums["A"], n_permutations=200, seed=seed)
+            plain = paired_ratio_of_sums(
+                amount, sums["B"][0] + sums["B"][1], amount, sums["A"][0] + sums["A"][1],
+                higher_is_better=False, n_permutations=200, seed=seed,
+            )  # fmt: skip
+            body_half, plain_half = (Z * e.log_sd / math.sqrt(n) for e in (found.body, plain))
+            acc["body"].append(minutes(total, body_half))
+            acc["plain"].append(minutes(total, plain_half))
+            acc["ratio"].append(acc["body"][-1] / acc["plain"][-1])
+            # The guard's half-width shrinks as 1 / sqrt(pairs): at the pairs that give the body +-1%.
+            guard_half = (found.guard.high - found.guard.low) / 2
+            acc["guard"].append(guard_half * LOG_1PCT / body_half)
+            acc["guard_min"].append(total * (guard_half / GUARD_MARGIN) ** 2 / 60)
+    return {
+        "engine_min_per_pct": over_runs(acc["body"], len(runs)),
+        "plain_engine_min_per_pct": over_runs(acc["plain"], len(runs), detail=False),
+        "body_over_plain_minutes": spread(acc["ratio"]),
+        "guard_half_width_at_body_1pct": spread(acc["guard"]),
+        "guard_engine_min_per_margin": over_runs(acc["guard_min"], len(runs), detail=False),
+    }
+
+
+def with_effect(steps: Floats, is_b: np.ndarray, kind: str, rng: np.random.Generator) -> tuple[Floats, Floats]:
+    """B's steps with a known effect (``inject``'s kinds, or ``stall``), and every step's seconds had it run B."""
+    if kind != "stall":
+        observed, as_b = inject(steps[:, None], is_b, kind)
+        return observed[:, 0], as_b[:, 0]
+    as_b = steps + (rng.random(steps.size) < STALL_RATE) * STALL_STEPS * float(np.median(steps))
+    return np.where(is_b, as_b, steps), as_b
+
+
+def calibration(runs: list[Run], washout: int, seeds: int) -> dict[str, Any]:
+    """Chunks of :data:`CHUNK_STEPS` steps at K = 1: per kind the body's false positives or coverage, the decision's
+    calls and the guard."""
+    span = 1 + washout
+    per_chunk = CHUNK_STEPS // (2 * span)
+    tallies: dict[str, dict[str, list[int]]] = {kind: {} for kind in KINDS}
+    errors: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    guard: dict[str, list[float]] = {kind: [] for kind in KINDS}
+
+    def count(kind: str, key: str, hit: bool) -> None:
+        slot = tallies[kind].setdefault(key, [0, 0])
+        slot[0] += int(hit)
+        slot[1] += 1
+
+    for index, run in enumerate(runs):
+        for seed in range(seeds):
+            steps, n = cut(run, 1, washout, seed, index)
+            rng = np.random.default_rng([seed, index, 23])
+            b_second = rng.random(n) < 0.5
+            is_b = np.zeros(steps.shape, dtype=bool)
+            is_b[b_second, 1, :] = True
+            is_b[~b_second, 0, :] = True
+            for kind in KINDS:
+                observed, as_b = with_effect(steps.ravel(), is_b.ravel(), kind, rng)
+                caps = running_caps(observed)
+                body, excess = (x.reshape(steps.shape) for x in split_at_caps(observed, caps))
+                truth_b = np.minimum(as_b, caps).reshape(steps.shape)[..., washout:]
+                truth_a = np.minimum(steps.ravel(), caps).reshape(steps.shape)[..., washout:]
+                for c in range(n // per_chunk):
+                    rows = slice(c * per_chunk, (c + 1) * per_chunk)
+                    sums = arm_sums(body[rows], excess[rows], b_second[rows], washout)
+                    found = body_comparison(
+                        np.ones(per_chunk), sums["B"], sums["A"], n_permutations=CALIBRATION_FLIPS, seed=seed * 1000 + c
+                    )
+                    truth = float(truth_b[rows].sum() / truth_a[rows].sum())
+                    if kind == "aa":
+                        count(kind, "body_false_positive", found.body.p_value < 0.05)
+                        count(kind, "decision_called", found.verdict != "not_significant")
+                    else:
+                        count(kind, "body_coverage", found.body.ci_low <= truth <= found.body.ci_high)
+                    count(kind, "called_better", found.verdict == "better")
+                    count(kind, "guard_holds", found.guard.holds)
+                    errors[kind].append(math.log(found.body.ratio / truth))
+                    guard[kind].append(found.guard.difference)
+    out: dict[str, Any] = {"pairs_per_chunk": per_chunk}
+    for kind in KINDS:
+        err = np.asarray(errors[kind])
+        out[kind] = {key: proportion(*hits) for key, hits in tallies[kind].items()}
+        out[kind]["body_mean_log_error"] = float(err.mean())
+        out[kind]["body_log_error_se"] = float(err.std(ddof=1) / math.sqrt(err.size))
+        out[kind]["guard_mean_difference"] = float(np.mean(guard[kind]))
+    return out
+
+
+def table(rows: dict[str, dict[int, dict[str, Any]]]) -> Table:
+    out = Table(title="Engine minutes per +-1% (H100 A/A recordings, mean over 6 runs)")
+    columns = ("topology", "K", "body", "plain", "body / plain", "guard +- at body +-1%", "guard min per +-0.5 pt")
+    for column in columns:
+        out.add_column(column, justify="right")
+    for name, per_k in rows.items():
+        for k, row in per_k.items():
+            body, plain = row["engine_min_per_pct"], row["plain_engine_min_per_pct"]
+            out.add_row(
+                name, str(k),
+                f"{body['mean']:.2f} [{body['ci95_over_runs'][0]:.2f}, {body['ci95_over_runs'][1]:.2f}]",
+                f"{plain['mean']:.2f}", f"{row['body_over_plain_minutes']['median']:.2f}",
+                f"{row['guard_half_width_at_body_1pct']['median']:.2%}",
+                f"{row['guard_engine_min_per_margin']['mean']:.2f}",
+            )  # fmt: skip
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "h100-steps")
+    parser.add_argument("--seeds", type=int, default=20, help="random arm assignments per run and K")
+    parser.add_argument("--calibration-seeds", type=int, default=40, help="random assignments per run for the chunks")
+    parser.add_argument("--output", type=Path, default=ROOT / "results" / "reference" / "h100-body.json")
+    args = parser.parse_args()
+    began = time.perf_counter()
+    runs, _ = load(sorted(args.data.glob("*.json")))
+    aa = [run for run in runs.values() if run.name.startswith("AA")]
+    console = Console()
+    rows = {}
+    for name, washout in TOPOLOGIES.items():
+        rows[name] = {k: projection(aa, k, washout, args.seeds) for k in K_VALUES}
+        console.print(f"{name}: projected ({time.perf_counter() - began:.0f} s)")
+    checks = {}
+    for name, washout in TOPOLOGIES.items():
+        checks[name] = calibration(aa, washout, args.calibration_seeds)
+        console.print(f"{name}: calibrated ({time.perf_counter() - began:.0f} s)")
+    cheapest = {
+        name: min(((k, row["engine_min_per_pct"]["mean"]) for k, row in per_k.items()), key=lambda kv: kv[1])
+        for name, per_k in rows.items()
+    }
+    result = {
+        "command": COMMAND,
+        "runs": [name for name, run in runs.items() if run.name.startswith("AA")],
+        "seeds": args.seeds,
+        "calibration_seeds": args.calibration_seeds,
+        "cheapest": {name: {"K": k, "engine_min_per_pct": v} for name, (k, v) in cheapest.items()},
+        **{name: {str(k): row for k, row in per_k.items()} for name, per_k in rows.items()},
+        "calibration": checks,
+        "seconds": time.perf_counter() - began,
+    }
+    write_json(args.output, result)
+    console.print(table(rows))
+    for name, check in checks.items():
+        aa_fp, stall = check["aa"]["body_false_positive"], check["stall"]["called_better"]
+        coverage = ", ".join(f"{kind} {check[kind]['body_coverage']['rate']:.1%}" for kind in ("mult", "add", "halve"))
+        console.print(
+            f"{name}: A/A body false positives {aa_fp['rate']:.1%} [{aa_fp['ci'][0]:.1%}, {aa_fp['ci'][1]:.1%}] of "
+            f"{aa_fp['n']} chunks; coverage {coverage}; stall called better {stall['rate']:.1%}"
+        )
+    console.print(f"written {args.output} in {time.perf_counter() - began:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
