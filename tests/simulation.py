@@ -27,9 +27,9 @@ from scipy import signal
 
 from tuner.stats import RatioEstimate, mirrored_order, ratio_of_sums_estimates
 from tuner.sweep.decisions import confirm
-from tuner.sweep.plans import Candidate, ConfirmationPlan, Design, plan_candidate, plan_confirmation
+from tuner.sweep.plans import Candidate, ConfirmationPlan, Design, nominate, plan_candidate, plan_confirmation
 from tuner.sweep.power import Ranking, sweep_power
-from tuner.sweep.screening import ScreeningResult, select_candidates
+from tuner.sweep.screening import ScreeningResult, gain_bounds, select_candidates
 
 Order = Literal["mirrored", "random"]
 _Array = npt.NDArray[np.float64]
@@ -194,12 +194,14 @@ def run_sweep(spec: SweepSpec, seed: int) -> SweepOutcome:
     gains = np.asarray(spec.gains)
     screen_seed, confirm_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(2))
     screening = _screen(spec, screen_seed)
-    nominated = [
+    chosen = [r for r in select_candidates(screening, None, design.min_effect) if r.estimate is not None]
+    ranked = [
         (Candidate(r.trial, {}, "steps", spec.grains[r.trial].pairs_per_s, spec.grains[r.trial].name), e.log_sd, e.n)
-        for r in select_candidates(screening, design.m)
+        for r in chosen
         if (e := r.estimate) is not None
     ]
-    plan = plan_confirmation(nominated, budget_s=spec.budget_s, design=design)
+    screened = {r.trial: gain_bounds(r.estimate)[1] - 1 for r in chosen if r.estimate is not None}
+    plan, _ = nominate(ranked, budget_s=spec.budget_s, design=design, screened_gain=screened)
     promised = promise(spec)
     calls = tuple(r.estimate.verdict if r.estimate else "not_significant" for r in screening)
     if not plan.candidates:
@@ -255,8 +257,9 @@ def _nominal_sd(host: Host) -> float:
 
 
 def promise(spec: SweepSpec) -> float:
-    """What the tool promises before the sweep for the spec's largest gain: selection among every trial by
-    screening lower bound at each grain's noise, times the confirmation power of that trial's own plan."""
+    """What the tool promises before the sweep for the spec's largest gain: nomination among every trial by
+    screening lower bound at each grain's noise (only intervals that allow min_effect, plans that can confirm what
+    the estimate hopes), times the confirmation power of that trial's own plan."""
     best = int(np.argmax(spec.gains))
     gain = spec.gains[best]
     if gain <= 0:
@@ -265,7 +268,16 @@ def promise(spec: SweepSpec) -> float:
     m = min(spec.design.m, len(spec.gains))
     candidate = Candidate(best, {}, "steps", grain.pairs_per_s, grain.name)
     plan = plan_candidate(candidate, nominal_sd(grain), 10**6, budget_s=spec.budget_s, m=m, design=spec.design)
-    rankings = [Ranking.of(nominal_sd(g), g.screening_pairs) for g in spec.grains]
+    rankings = [
+        Ranking.of(
+            nominal_sd(g), g.screening_pairs,
+            plan_candidate(
+                Candidate(j, {}, "steps", g.pairs_per_s, g.name), nominal_sd(g), 10**6,
+                budget_s=spec.budget_s, m=spec.design.m, design=spec.design,
+            ),
+        )
+        for j, g in enumerate(spec.grains)
+    ]  # fmt: skip
     return sweep_power(gain, plan, rankings[best], rankings[:best] + rankings[best + 1 :])
 
 

@@ -169,11 +169,13 @@ def test_without_a_real_gain_no_winner_is_written_and_the_shortfall_is_said(tmp_
     assert not summary["winner"]["confirmed"] and summary["winner"]["strategies"] == {}
     assert summary["winner"]["reason"].startswith("no confirmed winner")
     confirmation = summary["confirmation"]
-    plans = confirmation["plan"]  # each candidate's own plan: its pairs, noise, grain and MDE
-    assert plans and all(p["pairs"] >= 8 and p["method"] == "runs" and p["mde"] > 0.01 for p in plans)
-    assert any("out of this budget's reach" in line for line in confirmation["power"]["lines"])
-    spent = confirmation["mde_spent"]
-    assert spent and all(v > 0.01 for v in spent.values()) and "could detect" in confirmation["mde_note"]
+    # Screened at run level (SD 0.03-0.08 a pair), none of the three can confirm 1% (or its screening's larger
+    # point gain) in 120 s with even odds: none is measured, and each one's note says what its budget gives.
+    assert confirmation["plan"] == [] and confirmation["pairs_spent"] == {}
+    weak = [n for n in confirmation["notes"] if "power to confirm" in n and "under 50%" in n]
+    ruled = [n for n in confirmation["notes"] if "rule out" in n]
+    assert len(weak) + sum(n.count("trial ") for n in ruled) == 3, confirmation["notes"]
+    assert "no screened trial was nominated" in summary["winner"]["reason"]
     out = tmp_path / "out"
     out.mkdir()
     (out / "winner.yaml").write_text("stale")

@@ -34,14 +34,17 @@ from tuner.sweep.checks import non_inferiority, slo
 from tuner.sweep.decisions import bounded_gain, confirm, sign_flip_z
 from tuner.sweep.plans import (
     CONFIRMATION_PACE,
+    LEAST_POWER,
     Candidate,
     ConfirmationPlan,
     Design,
     confirmable_pairs,
+    nominate,
+    plan_candidate,
     plan_confirmation,
 )
 from tuner.sweep.power import Ranking, confirmation_lines, selection_chance
-from tuner.sweep.screening import ScreeningResult, gain_bounds, select_candidates
+from tuner.sweep.screening import ScreeningResult, gain_bounds, ruled_out, select_candidates
 
 FLIPS = 1000  # sign flips per confirmation look in these tests (see the module docstring)
 MIXED = (FINE_GRAIN,) * 4 + (SLOW_GRAIN,) * 3 + (RUN_GRAIN,) * 3
@@ -277,7 +280,7 @@ def test_selection_chance_across_grains() -> None:
     no more trials than candidates selection is certain."""
     precise, noisy = Ranking.of(0.04, 200), Ranking.of(0.2, 8)
     assert selection_chance(0.01, precise, [noisy] * 9, 3) > selection_chance(0.01, precise, [precise] * 9, 3)
-    assert selection_chance(0.01, noisy, [precise] * 2, 3) == 1.0
+    assert selection_chance(0.01, noisy, [precise] * 2, 3) == pytest.approx(1.0)
     assert 0.0 < selection_chance(0.0, precise, [precise] * 9, 3) == pytest.approx(0.3, abs=0.03)  # 3 of 10 by chance
 
 
@@ -296,6 +299,47 @@ def test_candidates_rank_by_lower_bound_and_skip_the_wrong_side() -> None:
     assert [r.trial for r in select_candidates(screening, m=3)] == [2, 1]
     assert [r.trial for r in select_candidates(screening, m=1)] == [2]
     assert gain_bounds(_estimate(0.9, 1.0, 1.2, higher_is_better=False)) == pytest.approx((1 / 1.2, 1.0, 1 / 0.9))
+
+
+def test_a_trial_screening_already_answered_is_not_a_candidate() -> None:
+    """Screening showed it within +-1% (the quickstart's trial 1: [0.993, 1.007]): confirming it could only spend
+    its budget on what is answered. One whose interval still reaches a 1% gain stays."""
+    screening = [
+        ScreeningResult(1, True, _estimate(0.993, 1.0, 1.007)),
+        ScreeningResult(2, True, _estimate(0.99, 1.005, 1.02)),
+        ScreeningResult(3, True, _estimate(0.97, 0.985, 1.0)),  # reaches no gain at all
+    ]
+    assert [r.trial for r in select_candidates(screening, None, 0.01)] == [2]
+    assert [r.trial for r in ruled_out(screening, 0.01)] == [1, 3]
+    assert [r.trial for r in select_candidates(screening, None)] == [1, 2, 3]  # by lower bound
+
+
+def test_a_candidate_without_even_odds_leaves_its_place_to_the_next() -> None:
+    """Three ranked candidates, two places: the first's 30 s (SD 0.2 a pair at 0.5 pairs/s) give a 1% gain almost
+    no chance, so the second and third are planned (Holm over two) and a note gives the first's power; a large
+    screened gain (12%) is what its plan is judged on, and then it is kept."""
+    ranked = _nominate((1, 0.2, 0.5, 20), (2, 0.04, 10.0, 200), (3, 0.05, 10.0, 200))
+    design = Design(m=2, looks=2)
+    plan, notes = nominate(ranked, budget_s=30, design=design, screened_gain={1: 0.004, 2: 0.01, 3: 0.012})
+    assert plan.candidates == (2, 3) and all(p.m == 2 for p in plan.plans)
+    assert len(notes) == 1 and notes[0].startswith("trial 1 is not confirmed") and "under 50%" in notes[0]
+    first = plan_candidate(ranked[0][0], 0.2, 20, budget_s=30, m=2, design=design)
+    assert first.power_at(0.01) < LEAST_POWER <= first.power_at(0.3)
+    kept, _ = nominate(ranked, budget_s=30, design=design, screened_gain={1: 0.3, 2: 0.01, 3: 0.012})
+    assert kept.candidates == (1, 2)
+
+
+def test_the_promise_counts_only_trials_that_could_be_nominated() -> None:
+    """Ten precise null trials (+-0.4%), one place: each is nominated a tenth of the time by lower bound alone, and
+    almost never once an interval must reach a 1% gain (its estimate 2.5 SEs above 0); a 1.5% trial whose plan needs
+    a 5% estimate is nominated less often than one whose plan does not."""
+    precise = Ranking.of(0.04, 400)
+    assert selection_chance(0.0, precise, [precise] * 9, 1) == pytest.approx(0.1, abs=0.01)
+    assert selection_chance(0.0, precise, [precise] * 9, 1, min_effect=0.01) < 0.01
+    noisy = Ranking.of(0.1, 100)
+    demanding = Ranking(noisy.se, noisy.half_width, math.log1p(0.05))
+    hopeful = selection_chance(0.015, noisy, [noisy] * 9, 1, min_effect=0.01)
+    assert selection_chance(0.015, demanding, [noisy] * 9, 1, min_effect=0.01) < hopeful / 10
 
 
 def test_confirm_applies_holm_checks_and_reports_confirmation_side_by_side() -> None:
@@ -320,7 +364,7 @@ def test_confirm_applies_holm_checks_and_reports_confirmation_side_by_side() -> 
     with pytest.raises(ValueError, match="planned pairs"):
         confirm(plan, screening, {7: [weak], 8: [_estimate(1.02, 1.03, 1.04, n=990)]})
     nothing = plan_confirmation([], budget_s=30, design=Design())
-    assert "no feasible candidate" in confirm(nothing, [], {}).reason
+    assert "no screened trial was nominated" in confirm(nothing, [], {}).reason
 
 
 def test_checks_say_which_bound_decided() -> None:

@@ -2,8 +2,10 @@
 
 Screening (the Optuna search) only nominates candidates: the best of many noisy estimates is a chance winner
 more often than not, and its gain is inflated. Here up to ``search.confirm.max_candidates`` feasible trials
-(ranked by their screening lower bound, :func:`tuner.sweep.screening.select_candidates`) are measured again in a
-phase of their own, each on its own plan (:mod:`tuner.sweep.plans`: the method, grain, per-pair SD and pair rate
+(ranked by their screening lower bound, :func:`tuner.sweep.screening.select_candidates`, among those whose interval
+still allows a gain of ``min_effect`` and whose plan gives at least even odds to confirm it,
+:func:`tuner.sweep.plans.nominate`) are measured again in a phase of their own,
+each on its own plan (:mod:`tuner.sweep.plans`: the method, grain, per-pair SD and pair rate
 of its screening, its own ``budget_s``), with O'Brien-Fleming looks and Holm across candidates
 (:func:`tuner.sweep.decisions.confirm`). The estimand is a ratio of sums: tokens over wall time per repetition at
 run level, steps over step seconds at step level. The result is stored on the study (user attr ``confirmation``) so
@@ -29,9 +31,9 @@ from tuner.metrics.table import STEP_LEVEL_METRICS, quantity
 from tuner.records.loader import TrialState
 from tuner.stats import MIN_SIGN_FLIP_PAIRS, RatioEstimate
 from tuner.sweep.decisions import Decision, confirm
-from tuner.sweep.plans import Candidate, CandidatePlan, ConfirmationPlan, Design, finite_or_none, plan_confirmation
+from tuner.sweep.plans import Candidate, CandidatePlan, ConfirmationPlan, Design, finite_or_none, nominate
 from tuner.sweep.power import confirmation_lines
-from tuner.sweep.screening import ScreeningResult, select_candidates
+from tuner.sweep.screening import ScreeningResult, gain_bounds, ruled_out, select_candidates
 
 FreshPairs = Callable[[Candidate, int, int, float], list[Pair]]
 """``(candidate, pairs measured so far, pairs wanted, seconds left)`` -> that many fresh pairs (fewer when the
@@ -105,14 +107,23 @@ def _describe(ratio: Mapping[str, Any]) -> str:
 def plan_for(
     rows: Sequence[Mapping[str, Any]], search: Search
 ) -> tuple[ConfirmationPlan, list[ScreeningResult], list[str]]:
-    """The screening's candidates, each planned on its own (:func:`tuner.sweep.plans.plan_confirmation`)."""
+    """The screening's candidates, each planned on its own (:func:`tuner.sweep.plans.nominate`), and notes on the
+    trials left out."""
     metric = search.objectives[0].metric
     screening, notes = screening_results(rows, metric)
     by_number = {r["number"]: r for r in rows}
-    chosen = select_candidates(screening, search.confirm.max_candidates)
-    nominated = [(candidate(by_number[r.trial], metric), r.estimate.log_sd, r.estimate.n) for r in chosen if r.estimate]
-    plan = plan_confirmation(nominated, budget_s=search.confirm.budget_s, design=design_for(search))
-    for c, _, _ in nominated:
+    design = design_for(search)
+    if answered := ruled_out(screening, design.min_effect):
+        notes.append(
+            f"not confirmed, their screening intervals rule out a {design.min_effect:.1%} gain: "
+            + ", ".join(f"trial {r.trial} {_describe(r.estimate.to_dict())}" for r in answered if r.estimate)
+        )
+    chosen = select_candidates(screening, None, design.min_effect)
+    ranked = [(candidate(by_number[r.trial], metric), r.estimate.log_sd, r.estimate.n) for r in chosen if r.estimate]
+    screened = {r.trial: gain_bounds(r.estimate)[1] - 1 for r in chosen if r.estimate}
+    plan, weak = nominate(ranked, budget_s=search.confirm.budget_s, design=design, screened_gain=screened)
+    notes += weak
+    for c in (p.candidate for p in plan.plans):
         if c.left_out:
             run_level = ((by_number[c.trial].get("step_interleave") or {}).get("run_level") or {}).get(metric) or {}
             notes.append(

@@ -190,7 +190,10 @@ def _reason(plan: ConfirmationPlan, winner: int | None, latest: Mapping[int, Rat
             f"({latest[winner].n} pairs, look {done} of {looks})"
         )
     if not plan.plans:
-        return "no confirmed winner: no feasible candidate from screening"
+        return (
+            "no confirmed winner: no screened trial was nominated (feasible, its interval allowing min_effect, its "
+            "budget with even odds to confirm what it hopes)"
+        )
     if not plan.candidates:
         return f"no confirmed winner: none of {len(plan.plans)} candidate(s) can be confirmed within its budget"
     mdes = ", ".join(f"#{p.trial} {p.mde:.2%}" for p in plan.measured)

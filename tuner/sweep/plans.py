@@ -9,7 +9,9 @@ many pairs each one gets and when its looks fall.
 
 A candidate whose budget holds too few pairs for the sign-flip test to reach its level (one-sided 2^-n at n pairs)
 is not measured at all: it could not be confirmed, and leaving it out of Holm's count (decided before any fresh
-pair) keeps the others' level at alpha / (the candidates that can).
+pair) keeps the others' level at alpha / (the candidates that can). The sweep goes further (:func:`nominate`): a
+candidate whose plan gives it less than :data:`LEAST_POWER` to confirm ``min_effect`` leaves its place to the next
+ranked one, decided from the screening alone.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ CONFIRMATION_PACE = 0.8
 """The share of the screening's pair rate a confirmation is planned at: a confirmation measures pairs more slowly
 than its screening did (each look starts a fresh comparison; 18.8 against 21.1 step pairs/s in one sweep here), and
 planned at the screening's rate its last look would not be reached within the budget."""
+LEAST_POWER = 0.5
+"""A candidate is measured only if its plan gives it at least this chance to confirm a gain of ``min_effect``
+(:func:`nominate`): below it, its budget would more likely end unconfirmed than not."""
 SD_CONFIDENCE = 0.95
 """The per-pair SD a plan rests on is itself estimated: MDEs are also stated at its upper bound at this level."""
 
@@ -113,13 +118,20 @@ class CandidatePlan:
         """Whether its pairs can reach the test's level at all (:func:`confirmable_pairs`)."""
         return self.pairs >= confirmable_pairs(self.design.alpha / self.m, len(self.looks))
 
-    def mde_at(self, log_sd: float, pairs: int | None = None) -> float:
-        """The gain its test confirms with the design's power, at a per-pair SD (inf where it cannot)."""
+    def mde_at(self, log_sd: float, pairs: int | None = None, power: float | None = None) -> float:
+        """The gain its test confirms with the design's power (or ``power``), at a per-pair SD (inf where it
+        cannot)."""
         n = self.pairs if pairs is None else pairs
-        if not (math.isfinite(log_sd) and log_sd > 0) or n < 1:
+        if not (math.isfinite(log_sd) and log_sd > 0) or n < 1 or not self.measurable:
             return math.inf
         d = self.design
-        return mde(log_sd, n, alpha=d.alpha, m=self.m, power=d.power, looks=len(self.looks))
+        return mde(log_sd, n, alpha=d.alpha, m=self.m, power=d.power if power is None else power, looks=len(self.looks))
+
+    @property
+    def least_confirmable(self) -> float:
+        """The gain it confirms with :data:`LEAST_POWER` (inf where it cannot): what its screening must have
+        estimated for it to be nominated (:func:`nominate`)."""
+        return self.mde_at(self.log_sd, power=LEAST_POWER)
 
     @property
     def mde(self) -> float:
@@ -213,6 +225,31 @@ def plan_confirmation(
         for p in first
     )
     return ConfirmationPlan(plans, design)
+
+
+def nominate(
+    ranked: list[tuple[Candidate, float, int]], *, budget_s: float, design: Design, screened_gain: dict[int, float]
+) -> tuple[ConfirmationPlan, list[str]]:
+    """Plans for up to ``design.m`` of the ``ranked`` candidates (best first; each with its screening's per-pair SD
+    and pairs) whose plan, judged at Holm's largest count, confirms with at least :data:`LEAST_POWER` the gain it
+    is hoped to have: ``min_effect``, or its screening's point estimate where that is larger (``screened_gain``, by
+    trial; a best-of-many estimate runs high, so this only drops the hopeless). One below it leaves its place to
+    the next, with a note. Fewer candidates only raise the power of those kept (Holm over fewer)."""
+    kept: list[tuple[Candidate, float, int]] = []
+    notes: list[str] = []
+    for c, sd, n in ranked:
+        if len(kept) == design.m:
+            break
+        plan = plan_candidate(c, sd, n, budget_s=budget_s, m=design.m, design=design)
+        gain = max(design.min_effect, screened_gain.get(c.trial, 0.0))
+        if gain >= plan.least_confirmable:
+            kept.append((c, sd, n))
+        else:
+            notes.append(
+                f"trial {c.trial} is not confirmed: {budget_s:g} s of its pairs (per-pair SD {sd:.3f}) give it "
+                f"{plan.power_at(gain):.0%} power to confirm a {gain:.1%} gain, under {LEAST_POWER:.0%}"
+            )
+    return plan_confirmation(kept, budget_s=budget_s, design=design), notes
 
 
 def finite_or_none(value: float) -> float | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -35,16 +35,23 @@ Z_95 = float(_st.norm.isf(0.025))
 
 @dataclass(frozen=True)
 class Ranking:
-    """How a trial's screening lower bound scatters (log): its standard error and its CI half-width."""
+    """How a trial's screening lower bound scatters (log): its standard error and its CI half-width, and the
+    estimate its nomination needs beyond ``min_effect`` (:func:`tuner.sweep.plans.nominate`: -inf where its plan
+    confirms ``min_effect`` with the least power, inf where it confirms nothing)."""
 
     se: float
     half_width: float
+    least_estimate: float = -math.inf
 
     @classmethod
-    def of(cls, log_sd: float, pairs: int) -> Ranking:
-        """The bound ``pairs`` pairs of per-pair SD ``log_sd`` give (95% half-width), as planned before screening."""
+    def of(cls, log_sd: float, pairs: int, plan: CandidatePlan | None = None) -> Ranking:
+        """The bound ``pairs`` pairs of per-pair SD ``log_sd`` give (95% half-width), as planned before screening,
+        and what its confirmation ``plan`` (at Holm's largest count) asks of it."""
         se = log_sd / math.sqrt(max(pairs, 1))
-        return cls(se, Z_95 * se)
+        least = -math.inf
+        if plan is not None and (gain := plan.least_confirmable) > plan.design.min_effect:
+            least = math.log1p(gain) if math.isfinite(gain) else math.inf
+        return cls(se, Z_95 * se, least)
 
 
 def _count_distribution(chances: np.ndarray) -> np.ndarray:
@@ -58,23 +65,56 @@ def _count_distribution(chances: np.ndarray) -> np.ndarray:
     return dist
 
 
-def selection_chance(effect: float, target: Ranking, others: Sequence[Ranking], m: int) -> float:
-    """P(a trial with relative gain ``effect`` ranks among the top ``m`` by screening lower bound when the
-    ``others`` have no gain)."""
-    if len(others) < m:
-        return 1.0
-    bound = math.log1p(effect) - target.half_width + target.se * _HERMITE_NODES  # the gaining trial's lower bound
-    se = np.array([max(o.se, 1e-12) for o in others])
-    half_width = np.array([o.half_width for o in others])
-    above = _st.norm.sf((bound[:, None] + half_width) / se)  # (nodes, others): a null trial's bound is higher
-    chance = _count_distribution(above)[:, :m].sum(axis=1)
-    return float(_HERMITE_WEIGHTS @ chance / math.sqrt(2 * math.pi))
+def nomination_chances(
+    effect: float, target: Ranking, others: Sequence[Ranking], m: int, min_effect: float | None = None
+) -> np.ndarray:
+    """P(a trial with relative gain ``effect`` is nominated beside ``k - 1`` others), for ``k`` = 1..``m`` (index
+    ``k - 1``), when the ``others`` have no gain: it must rank among the top ``m`` by screening lower bound, counting
+    only trials whose interval still allows ``min_effect`` (None: all) and whose estimate meets their plan's need
+    (:attr:`Ranking.least_estimate`); every such trial, above it or below, joins Holm's count up to ``m``."""
+    floor = -math.inf if min_effect is None else math.log1p(min_effect)
+    estimate = math.log1p(effect) + target.se * _HERMITE_NODES
+    bound = estimate - target.half_width  # the gaining trial's lower bound
+    eligible = (estimate + target.half_width >= floor) & (estimate >= target.least_estimate)
+    # Per node: each null trial above it (eligible, higher bound), eligible below it, or out; counts capped at m.
+    dist = np.zeros((bound.size, m + 1, m))  # (node, trials above it [m: m or more], eligible ones [capped at m - 1])
+    dist[:, 0, 0] = 1.0
+    for o in others:
+        se = max(o.se, 1e-12)
+        need = max(floor - o.half_width, o.least_estimate)  # the estimate it needs to be nominated
+        p_in = float(_st.norm.sf(need / se))
+        p_above = np.minimum(_st.norm.sf(np.maximum(bound + o.half_width, need) / se), p_in)
+        moved = np.zeros_like(dist)
+        moved += dist * (1 - p_in)
+        up_a = np.concatenate([dist[:, :1, :] * 0, dist[:, :-1, :]], axis=1)
+        up_a[:, m, :] += dist[:, m, :]
+        moved += _shift_eligible(up_a, m) * p_above[:, None, None]
+        moved += _shift_eligible(dist, m) * (p_in - p_above)[:, None, None]
+        dist = moved
+    chances = eligible[:, None] * dist[:, :m, :].sum(axis=1)  # (node, eligible others): nominated
+    return np.asarray(_HERMITE_WEIGHTS @ chances / math.sqrt(2 * math.pi), dtype=np.float64)
+
+
+def _shift_eligible(dist: np.ndarray, m: int) -> np.ndarray:
+    """``dist`` with one more eligible trial (capped at ``m - 1``)."""
+    out = np.concatenate([dist[:, :, :1] * 0, dist[:, :, :-1]], axis=2)
+    out[:, :, m - 1] += dist[:, :, m - 1]
+    return out
+
+
+def selection_chance(
+    effect: float, target: Ranking, others: Sequence[Ranking], m: int, min_effect: float | None = None
+) -> float:
+    """P(a trial with relative gain ``effect`` is nominated among the ``others`` (:func:`nomination_chances`)."""
+    return float(nomination_chances(effect, target, others, m, min_effect).sum())
 
 
 def sweep_power(effect: float, plan: CandidatePlan, target: Ranking, others: Sequence[Ranking]) -> float:
-    """The chance that one trial of gain ``effect`` among ``others`` (no gain) is selected and then confirmed on
-    ``plan``."""
-    return selection_chance(effect, target, others, plan.design.m) * plan.power_at(effect)
+    """The chance that one trial of gain ``effect`` among ``others`` (no gain) is nominated and then confirmed on
+    ``plan`` at Holm's count of the candidates nominated beside it."""
+    d = plan.design
+    chances = nomination_chances(effect, target, others, d.m, d.min_effect)
+    return float(sum(c * replace(plan, m=k + 1).power_at(effect) for k, c in enumerate(chances)))
 
 
 # ------------------------------------------------------------------------------------- before screening
@@ -159,9 +199,14 @@ class GroupPower:
 def group_powers(groups: Sequence[tuple[Noise, int, int, CandidatePlan | None]], design: Design) -> list[GroupPower]:
     """Each group (its noise, trials, screening pairs per trial, its confirmation plan) with the chance that a
     ``min_effect`` trial of it is selected among every known trial and confirmed."""
+
+    def ranking(noise: Noise, pairs: int, plan: CandidatePlan | None) -> Ranking:
+        assert noise.log_sd is not None
+        return Ranking.of(noise.log_sd, pairs, replace(plan, m=design.m) if plan else None)  # nominate's count
+
     rankings = [
-        (index, Ranking.of(noise.log_sd, pairs))
-        for index, (noise, trials, pairs, _) in enumerate(groups)
+        (index, ranking(noise, pairs, plan))
+        for index, (noise, trials, pairs, plan) in enumerate(groups)
         if noise.known and noise.log_sd is not None
         for _ in range(trials)
     ]
@@ -170,7 +215,7 @@ def group_powers(groups: Sequence[tuple[Noise, int, int, CandidatePlan | None]],
         power = None
         if plan is not None and noise.log_sd is not None:
             others = [r for r in rankings if r[0] != index] + [r for r in rankings if r[0] == index][1:]
-            power = sweep_power(design.min_effect, plan, Ranking.of(noise.log_sd, pairs), [r for _, r in others])
+            power = sweep_power(design.min_effect, plan, ranking(noise, pairs, plan), [r for _, r in others])
         out.append(GroupPower(noise, trials, pairs, plan, power, design))
     return out
 
