@@ -10,10 +10,11 @@
 A per-pair SD is itself an estimate (the calibration's from a few hundred step pairs, the baseline's from 6 run
 pairs): every MDE is also given at the SD's upper confidence bound (:func:`tuner.sweep.plans.sd_upper`).
 
-The chance that a trial of a given gain is *selected* (ranks among the candidates by its screening lower bound) is
-computed for trials of mixed grains: each trial's lower bound is normal around its estimate minus its half-width
-with its own standard error, integrated by Gauss-Hermite over the gaining trial's bound with the count of null
-trials above it Poisson-binomial.
+The chance that a trial of a given gain is *nominated* (ranks among the candidates by its screening lower bound,
+its interval allowing ``min_effect`` and its plan even odds, :func:`tuner.sweep.plans.nominate`) is computed for
+trials of mixed grains: each trial's estimate is normal with its own standard error, integrated by Gauss-Hermite
+over the gaining trial's, with the null trials above it and those nominated below it counted exactly (their joint
+distribution built one trial at a time), so that its confirmation power is taken at Holm's count beside it.
 """
 
 from __future__ import annotations
@@ -52,17 +53,6 @@ class Ranking:
         if plan is not None and (gain := plan.least_confirmable) > plan.design.min_effect:
             least = math.log1p(gain) if math.isfinite(gain) else math.inf
         return cls(se, Z_95 * se, least)
-
-
-def _count_distribution(chances: np.ndarray) -> np.ndarray:
-    """Poisson-binomial: per row of chances (rows, trials), the distribution of how many come true (rows, trials+1)."""
-    dist = np.zeros((chances.shape[0], chances.shape[1] + 1))
-    dist[:, 0] = 1.0
-    for j in range(chances.shape[1]):
-        p = chances[:, j : j + 1]
-        dist[:, 1:] = dist[:, 1:] * (1 - p) + dist[:, :-1] * p
-        dist[:, :1] *= 1 - p
-    return dist
 
 
 def nomination_chances(
