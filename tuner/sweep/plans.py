@@ -122,7 +122,7 @@ class CandidatePlan:
         """The gain its test confirms with the design's power (or ``power``), at a per-pair SD (inf where it
         cannot)."""
         n = self.pairs if pairs is None else pairs
-        if not (math.isfinite(log_sd) and log_sd > 0) or n < 1 or not self.measurable:
+        if not (math.isfinite(log_sd) and log_sd > 0) or n < 1:
             return math.inf
         d = self.design
         return mde(log_sd, n, alpha=d.alpha, m=self.m, power=d.power if power is None else power, looks=len(self.looks))
@@ -131,7 +131,7 @@ class CandidatePlan:
     def least_confirmable(self) -> float:
         """The gain it confirms with :data:`LEAST_POWER` (inf where it cannot): what its screening must have
         estimated for it to be nominated (:func:`nominate`)."""
-        return self.mde_at(self.log_sd, power=LEAST_POWER)
+        return self.mde_at(self.log_sd, power=LEAST_POWER) if self.measurable else math.inf
 
     @property
     def mde(self) -> float:
