@@ -45,6 +45,7 @@ from benchmarks.h100_projection import (
     TOPOLOGIES,
     Floats,
     Run,
+    Z,
     inject,
     load,
     minutes,
@@ -61,7 +62,6 @@ COMMAND = (
     "--output results/reference/h100-body.json"
 )
 K_VALUES = (1, 2, 4)
-Z = 1.959963984540054
 KINDS = ("aa", "mult", "add", "halve", "stall")
 CALIBRATION_FLIPS = 2000
 STALL_RATE, STALL_STEPS = 0.02, 5.0
