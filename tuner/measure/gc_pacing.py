@@ -32,10 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from tuner.measure.collector import collector_blocks, renumbered
-from tuner.measure.interleave import InterleaveResult, compared_steps, interleaved_comparison
+from tuner.measure.interleave import InterleaveResult, compared_steps, interleaved_comparison, log_ratio_variance
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet
 from tuner.stats import RatioEstimate
@@ -178,18 +176,16 @@ def mutator_variance(pilot: InterleaveResult, block_steps: int) -> float | None:
     :data:`LEAST_PSEUDO_PAIRS` such pairs."""
     if pilot.batch_size is None or pilot.steps == 0:
         return None
-    first, second = [], []
+    pairs = []
     for record in pilot.blocks:
         times = [dt - gc_s for dt, gc_s in compared_steps(record, pilot.batch_size)]
         for i in range(0, len(times) - 2 * block_steps + 1, 2 * block_steps):
-            first.append(sum(times[i : i + block_steps]))
-            second.append(sum(times[i + block_steps : i + 2 * block_steps]))
-    if len(first) < LEAST_PSEUDO_PAIRS:
+            first, second = sum(times[i : i + block_steps]), sum(times[i + block_steps : i + 2 * block_steps])
+            pairs.append(((block_steps, first), (block_steps, second)))
+    if len(pairs) < LEAST_PSEUDO_PAIRS:
         return None
-    a, b = np.array(first), np.array(second)
-    influence = b / b.sum() - a / a.sum()
-    seconds = len(a) * 2 * block_steps * pilot.elapsed_s / pilot.steps  # what as many real pairs take
-    return float(np.sum(influence**2)) * seconds
+    seconds = len(pairs) * 2 * block_steps * pilot.elapsed_s / pilot.steps  # what as many real pairs take
+    return log_ratio_variance(pairs) * seconds
 
 
 def budget_split(

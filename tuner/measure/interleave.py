@@ -18,6 +18,7 @@ step's time: it runs the reference set throughout.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -301,10 +302,16 @@ def _may_stop(sums: list[tuple[BlockSum, BlockSum]], width: float) -> bool:
     CI may already be no wider than ``width``."""
     if len(sums) < 6:
         return False
+    return bool(2 * 1.96 * math.sqrt(log_ratio_variance(sums)) < 1.25 * width)
+
+
+def log_ratio_variance(sums: list[tuple[BlockSum, BlockSum]]) -> float:
+    """The delta-method variance of the log of B's mean step time over A's (ratio of sums) from per-pair (steps,
+    seconds): the sum of the pairs' squared influence values."""
     a = np.array([(x[0], x[1], y[0], y[1]) for x, y in sums], dtype=np.float64)
     totals = a.sum(axis=0)
     influence = a[:, 3] / totals[3] - a[:, 2] / totals[2] - a[:, 1] / totals[1] + a[:, 0] / totals[0]
-    return bool(2 * 1.96 * float(np.sqrt(np.sum(influence**2))) < 1.25 * width)
+    return float(np.sum(influence**2))
 
 
 def _ratio(sums: list[tuple[BlockSum, BlockSum]], *, margin: float | None, confidence: float = 0.95) -> RatioEstimate:
