@@ -1,4 +1,4 @@
-"""Engine minutes per +-1% for the body of the steps and its tail guard, replayed from real H100 per-step times.
+"""Engine minutes per +-1% for the body of the steps and its guard, replayed from real H100 per-step times.
 
     nice -n 19 .venv/bin/python -m benchmarks.body_projection --seeds 20 --calibration-seeds 40 \
         --output results/reference/h100-body.json
@@ -9,12 +9,13 @@ time order with the arms at random in each pair; ``sync`` as recorded, ``async``
 block (run, charged as engine time, not compared). Each step is split at its cap, twice the median of the 64
 recorded steps before it (:func:`tuner.stats.body.running_caps`, over the run's steps in time order, washout ones
 included, as the engine records them), and :func:`tuner.stats.body.body_comparison` compares the blocks' body
-seconds (ratio of sums) and their excess (the tail guard). Engine minutes per +-1% are C * v * tau as in the
-headline (the body's per-pair log variance, the engine seconds per pair), the mean over runs of per-run means over
-seeds; the plain ratio of sums on the same pairs and signs is reported beside it, the guard's half-width at the
-pairs that give the body +-1%, and the engine minutes the guard needs for a half-width of its default margin (0.5
-points of step time): with the body at +-1% the guard is wider than that margin, so a decision that needs both is
-bound by the guard unless its margin is wider.
+seconds and their whole seconds (the guard: pauses included, non-inferiority at a margin), both ratios of sums.
+Engine minutes per +-1% are C * v * tau as in the headline (the body's per-pair log variance, the engine seconds per
+pair), the mean over runs of per-run means over seeds; the plain ratio of sums on the same pairs and signs (the
+guard's estimate) is reported beside it. What a decision costs (``minutes_for_80pct_at_1pct``, normal
+approximation per run and seed): the engine minutes for 80% power to call a true 1% gain (one-sided 2.5%) by the
+body alone, by the plain mean alone, and by the decision (the body faster and the whole time not worse by a
+margin of 0.5% or 1%; the two parts' powers multiplied, which their positive correlation makes conservative).
 
 Calibration (``calibration``): non-overlapping chunks of 256 steps of consecutive pairs at K = 1, per run and seed,
 2,000 flips, each with a known effect put into B's steps (the caps then taken from the observed, mixed series):
@@ -31,6 +32,7 @@ import argparse
 import math
 import time
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -39,7 +41,6 @@ from rich.table import Table
 
 from benchmarks.h100_projection import (
     CHUNK_STEPS,
-    LOG_1PCT,
     OFFSET_SPAN,
     ROOT,
     TOPOLOGIES,
@@ -55,7 +56,6 @@ from benchmarks.h100_projection import (
 )
 from tuner.records.files import write_json
 from tuner.stats import body_comparison, paired_ratio_of_sums, running_caps, split_at_caps
-from tuner.stats.body import GUARD_MARGIN
 
 COMMAND = (
     "nice -n 19 .venv/bin/python -m benchmarks.body_projection --seeds 20 --calibration-seeds 40 "
@@ -86,10 +86,34 @@ def arm_sums(body: Floats, excess: Floats, b_second: np.ndarray, washout: int) -
     return sums
 
 
+GAIN = math.log(1.01)
+MARGINS = (0.005, 0.01)
+Z_ONE_SIDED = 1.959963984540054  # one-sided 2.5%, as a confirmation's level
+Z_POWER = 0.8416212335729143  # 80%
+
+
+def minutes_for_power(total_s: float, pairs: int, body_sd: float, whole_sd: float | None, margin: float) -> float:
+    """Engine minutes for 80% power at a 1% gain: the body alone (``whole_sd`` None) or the body and the guard at
+    ``margin`` together (powers multiplied), from per-pair log SDs and the engine seconds ``pairs`` pairs took."""
+
+    def power(n: float) -> float:
+        found = float(NormalDist().cdf(GAIN * math.sqrt(n) / body_sd - Z_ONE_SIDED))
+        if whole_sd is None:
+            return found
+        return found * float(NormalDist().cdf((GAIN + math.log1p(margin)) * math.sqrt(n) / whole_sd - Z_ONE_SIDED))
+
+    low, high = 1.0, 1e9
+    for _ in range(100):
+        middle = math.sqrt(low * high)
+        low, high = (middle, high) if power(middle) < 1 - NormalDist().cdf(-Z_POWER) else (low, middle)
+    return total_s / pairs * high / 60
+
+
 def projection(runs: list[Run], k: int, washout: int, seeds: int) -> dict[str, Any]:
-    """Engine minutes per +-1% for the body and the plain ratio of sums on the same pairs, and the guard's
-    half-width at the body's +-1%."""
-    acc: dict[str, list[float]] = {key: [] for key in ("body", "plain", "ratio", "guard", "guard_min")}
+    """Engine minutes per +-1% for the body and the plain ratio of sums on the same pairs, and the engine minutes
+    each way of deciding needs for 80% power at a 1% gain."""
+    keys = ("body", "plain", "ratio", "body_80", "plain_80", *(f"decision_80_{m}" for m in MARGINS))
+    acc: dict[str, list[float]] = {key: [] for key in keys}
     for index, run in enumerate(runs):
         for seed in range(seeds):
             steps, n = cut(run, k, washout, seed, index)
@@ -106,16 +130,22 @@ def projection(runs: list[Run], k: int, washout: int, seeds: int) -> dict[str, A
             acc["body"].append(minutes(total, body_half))
             acc["plain"].append(minutes(total, plain_half))
             acc["ratio"].append(acc["body"][-1] / acc["plain"][-1])
-            # The guard's half-width shrinks as 1 / sqrt(pairs): at the pairs that give the body +-1%.
-            guard_half = (found.guard.high - found.guard.low) / 2
-            acc["guard"].append(guard_half * LOG_1PCT / body_half)
-            acc["guard_min"].append(total * (guard_half / GUARD_MARGIN) ** 2 / 60)
+            sd_b, sd_w = found.body.log_sd, found.guard.whole.log_sd
+            acc["body_80"].append(minutes_for_power(total, n, sd_b, None, 0.0))
+            acc["plain_80"].append(minutes_for_power(total, n, sd_w, None, 0.0))
+            for m in MARGINS:
+                acc[f"decision_80_{m}"].append(minutes_for_power(total, n, sd_b, sd_w, m))
     return {
         "engine_min_per_pct": over_runs(acc["body"], len(runs)),
         "plain_engine_min_per_pct": over_runs(acc["plain"], len(runs), detail=False),
         "body_over_plain_minutes": spread(acc["ratio"]),
-        "guard_half_width_at_body_1pct": spread(acc["guard"]),
-        "guard_engine_min_per_margin": over_runs(acc["guard_min"], len(runs), detail=False),
+        "minutes_for_80pct_at_1pct": {
+            "body": over_runs(acc["body_80"], len(runs), detail=False),
+            "plain": over_runs(acc["plain_80"], len(runs), detail=False),
+            **{
+                f"decision_margin_{m:.1%}": over_runs(acc[f"decision_80_{m}"], len(runs), detail=False) for m in MARGINS
+            },
+        },
     }
 
 
@@ -171,31 +201,31 @@ def calibration(runs: list[Run], washout: int, seeds: int) -> dict[str, Any]:
                     count(kind, "called_better", found.verdict == "better")
                     count(kind, "guard_holds", found.guard.holds)
                     errors[kind].append(math.log(found.body.ratio / truth))
-                    guard[kind].append(found.guard.difference)
+                    guard[kind].append(math.log(found.guard.whole.ratio))
     out: dict[str, Any] = {"pairs_per_chunk": per_chunk}
     for kind in KINDS:
         err = np.asarray(errors[kind])
         out[kind] = {key: proportion(*hits) for key, hits in tallies[kind].items()}
         out[kind]["body_mean_log_error"] = float(err.mean())
         out[kind]["body_log_error_se"] = float(err.std(ddof=1) / math.sqrt(err.size))
-        out[kind]["guard_mean_difference"] = float(np.mean(guard[kind]))
+        out[kind]["whole_mean_log_ratio"] = float(np.mean(guard[kind]))
     return out
 
 
 def table(rows: dict[str, dict[int, dict[str, Any]]]) -> Table:
     out = Table(title="Engine minutes per +-1% (H100 A/A recordings, mean over 6 runs)")
-    columns = ("topology", "K", "body", "plain", "body / plain", "guard +- at body +-1%", "guard min per +-0.5 pt")
+    columns = ("topology", "K", "body", "plain", "body / plain", "80% at 1%: body", "plain", "decision 0.5%", "1%")
     for column in columns:
         out.add_column(column, justify="right")
     for name, per_k in rows.items():
         for k, row in per_k.items():
             body, plain = row["engine_min_per_pct"], row["plain_engine_min_per_pct"]
+            power = row["minutes_for_80pct_at_1pct"]
             out.add_row(
                 name, str(k),
                 f"{body['mean']:.2f} [{body['ci95_over_runs'][0]:.2f}, {body['ci95_over_runs'][1]:.2f}]",
                 f"{plain['mean']:.2f}", f"{row['body_over_plain_minutes']['median']:.2f}",
-                f"{row['guard_half_width_at_body_1pct']['median']:.2%}",
-                f"{row['guard_engine_min_per_margin']['mean']:.2f}",
+                *(f"{power[key]['mean']:.2f}" for key in power),
             )  # fmt: skip
     return out
 

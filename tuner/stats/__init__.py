@@ -25,7 +25,7 @@ from tuner.stats.attainment import (
     attainment_difference,
     paired_attainment,
 )
-from tuner.stats.body import BodyComparison, TailGuard, body_comparison, running_caps, split_at_caps
+from tuner.stats.body import BodyComparison, WholeGuard, body_comparison, running_caps, split_at_caps
 from tuner.stats.bootstrap import paired_ratio, unpaired_ratio
 from tuner.stats.capacity import (
     Capacity,
@@ -73,8 +73,8 @@ __all__ = [
     "Probe",
     "RatioEstimate",
     "Statistic",
-    "TailGuard",
     "Verdict",
+    "WholeGuard",
     "attainment_difference",
     "body_comparison",
     "boundary_crossing",
