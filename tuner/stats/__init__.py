@@ -55,6 +55,7 @@ from tuner.stats.ratio_of_sums import (
     paired_ratio_of_sums,
     ratio_of_sums_estimates,
 )
+from tuner.stats.sd_prediction import SdPrediction, drift_factors, excess_kurtosis, predict_sd
 from tuner.stats.sequential import boundary_crossing, holm, obf_boundaries, obf_constant, sequential_p_value
 
 __all__ = [
@@ -72,6 +73,7 @@ __all__ = [
     "PairedCounts",
     "Probe",
     "RatioEstimate",
+    "SdPrediction",
     "Statistic",
     "Verdict",
     "WholeGuard",
@@ -81,6 +83,8 @@ __all__ = [
     "capacity_ratio",
     "crossing",
     "detection_power",
+    "drift_factors",
+    "excess_kurtosis",
     "false_positive_rate",
     "holm",
     "least_pairs",
@@ -93,6 +97,7 @@ __all__ = [
     "paired_ratio_of_sums",
     "pairs_needed",
     "percentiles",
+    "predict_sd",
     "ratio_of_sums_estimates",
     "reached_precision",
     "resolvable",

@@ -23,7 +23,7 @@ from typing import Any
 
 from scipy import stats as _st
 
-from tuner.stats import detection_power, least_pairs, mde, obf_boundaries, pairs_needed
+from tuner.stats import SdPrediction, detection_power, least_pairs, mde, obf_boundaries, pairs_needed, predict_sd
 
 CONFIRMATION_PACE = 0.8
 """The share of the screening's pair rate a confirmation is planned at: a confirmation measures pairs more slowly
@@ -32,8 +32,6 @@ planned at the screening's rate its last look would not be reached within the bu
 LEAST_POWER = 0.5
 """A candidate is measured only if its plan gives it at least this chance to confirm a gain of ``min_effect``
 (:func:`nominate`): below it, its budget would more likely end unconfirmed than not."""
-SD_CONFIDENCE = 0.95
-"""The per-pair SD a plan rests on is itself estimated: MDEs are also stated at its upper bound at this level."""
 
 
 @dataclass(frozen=True)
@@ -73,14 +71,6 @@ class Candidate:
     def paced(self) -> bool:
         """Whether it paces the collector: its steps are the mutator's, times a collector factor per look."""
         return self.collector_share > 0
-
-
-def sd_upper(log_sd: float, pairs: int, confidence: float = SD_CONFIDENCE) -> float:
-    """The one-sided upper confidence bound of a per-pair SD measured from ``pairs`` pairs (chi-square with
-    pairs - 1 degrees of freedom; heavy tails make the true bound wider still). inf below two pairs."""
-    if pairs < 2 or not math.isfinite(log_sd):
-        return math.inf
-    return log_sd * math.sqrt((pairs - 1) / float(_st.chi2.ppf(1 - confidence, pairs - 1)))
 
 
 @functools.cache
@@ -138,9 +128,15 @@ class CandidatePlan:
         return self.mde_at(self.log_sd)
 
     @property
+    def predicted_sd(self) -> SdPrediction:
+        """The per-pair SD its fresh pairs are expected to show (:func:`tuner.stats.sd_prediction.predict_sd`: the
+        screening's SD, heavy tails and the host's drift)."""
+        return predict_sd(self.log_sd, self.sd_pairs, next_pairs=self.pairs)
+
+    @property
     def mde_upper(self) -> float:
-        """The MDE if the per-pair SD is at its upper confidence bound (:func:`sd_upper`)."""
-        return self.mde_at(sd_upper(self.log_sd, self.sd_pairs))
+        """The MDE if the per-pair SD is at the upper end of its predicted range."""
+        return self.mde_at(self.predicted_sd.high)
 
     @property
     def needed(self) -> int | None:
@@ -167,7 +163,8 @@ class CandidatePlan:
             "pairs_per_s": c.pairs_per_s,
             "log_sd": finite_or_none(self.log_sd),
             "sd_pairs": self.sd_pairs,
-            "sd_upper": finite_or_none(sd_upper(self.log_sd, self.sd_pairs)),
+            "sd_low": finite_or_none(self.predicted_sd.low),
+            "sd_upper": finite_or_none(self.predicted_sd.high),
             "pairs": self.pairs,
             "looks": list(self.looks),
             "budget_s": self.budget_s,

@@ -8,7 +8,9 @@
 - **Before confirmation**, each candidate's own plan (:mod:`tuner.sweep.plans`).
 
 A per-pair SD is itself an estimate (the calibration's from a few hundred step pairs, the baseline's from 6 run
-pairs): every MDE is also given at the SD's upper confidence bound (:func:`tuner.sweep.plans.sd_upper`).
+pairs), and the host's noise moves between a calibration and the sweep: each SD is printed with the range the
+pairs it plans are expected to show (:func:`tuner.stats.predict_sd`: heavy tails and drift), and every MDE is also
+given at the top of that range.
 
 The chance that a trial of a given gain is *nominated* (ranks among the candidates by its screening lower bound,
 its interval allowing ``min_effect`` and its plan even odds, :func:`tuner.sweep.plans.nominate`) is computed for
@@ -27,8 +29,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as _st
 
-from tuner.stats import mde
-from tuner.sweep.plans import CONFIRMATION_PACE, CandidatePlan, ConfirmationPlan, Design, finite_or_none, sd_upper
+from tuner.stats import SdPrediction, drift_factors, mde, predict_sd
+from tuner.sweep.plans import CONFIRMATION_PACE, CandidatePlan, ConfirmationPlan, Design, finite_or_none
 
 _HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
 Z_95 = float(_st.norm.isf(0.025))
@@ -138,26 +140,33 @@ class GroupPower:
     sweep_power: float | None
     design: Design
 
+    @property
+    def predicted_sd(self) -> SdPrediction | None:
+        """The per-pair SD its screenings are expected to show (None where the noise is not known)."""
+        n = self.noise
+        if not n.known or n.log_sd is None:
+            return None
+        return predict_sd(n.log_sd, n.sd_pairs, next_pairs=max(self.screening_pairs, 2))
+
     def screening_mde(self, upper: bool = False) -> float:
-        """One screening comparison's MDE (one-sided 2.5%, the design's power), at the SD or its upper bound."""
-        noise, d = self.noise, self.design
-        if not noise.known or noise.log_sd is None or self.screening_pairs < 1:
+        """One screening comparison's MDE (one-sided 2.5%, the design's power), at the SD or the top of its
+        predicted range."""
+        predicted, d = self.predicted_sd, self.design
+        if predicted is None or self.screening_pairs < 1:
             return math.inf
-        sd = sd_upper(noise.log_sd, noise.sd_pairs) if upper else noise.log_sd
+        sd = predicted.high if upper else predicted.log_sd
         return mde(sd, self.screening_pairs, alpha=d.alpha, power=d.power) if math.isfinite(sd) else math.inf
 
     def lines(self, screening_budget: str) -> list[str]:
-        n = self.noise
+        n, predicted = self.noise, self.predicted_sd
         head = f"{n.method}, {n.grain} ({self.trials} trial{'s' if self.trials != 1 else ''})"
-        if not n.known or self.plan is None or n.log_sd is None or n.pairs_per_s is None:
+        if predicted is None or self.plan is None or n.pairs_per_s is None:
             return [f"{head}: {n.source}"]
-        upper = sd_upper(n.log_sd, n.sd_pairs)
         lines = [
-            f"{head}: per-pair SD {n.log_sd:.3f} (<= {upper:.3f} at 95%) and {n.pairs_per_s:.3g} pairs/s, "
-            f"from {n.source}",
+            f"{head}: per-pair SD {predicted.words()} and {n.pairs_per_s:.3g} pairs/s, from {n.source}",
             f"  screening: {screening_budget} per trial detect "
-            f"{_pct(self.screening_mde())} ({_pct(self.screening_mde(upper=True))} at the SD's bound); a screening "
-            "call is unadjusted and only nominates candidates",
+            f"{_pct(self.screening_mde())} ({_pct(self.screening_mde(upper=True))} at the top of the SD's range); "
+            "a screening call is unadjusted and only nominates candidates",
             *("  " + line for line in plan_lines(self.plan)[1:]),
         ]
         if self.sweep_power is not None:
@@ -177,7 +186,8 @@ class GroupPower:
             "source": n.source,
             "log_sd": n.log_sd,
             "sd_pairs": n.sd_pairs,
-            "sd_upper": finite_or_none(sd_upper(n.log_sd, n.sd_pairs)) if n.log_sd is not None else None,
+            "sd_low": finite_or_none(self.predicted_sd.low) if self.predicted_sd else None,
+            "sd_upper": finite_or_none(self.predicted_sd.high) if self.predicted_sd else None,
             "pairs_per_s": n.pairs_per_s,
             "screening_pairs": self.screening_pairs,
             "screening_mde": finite_or_none(self.screening_mde()),
@@ -188,24 +198,38 @@ class GroupPower:
 
 def group_powers(groups: Sequence[tuple[Noise, int, int, CandidatePlan | None]], design: Design) -> list[GroupPower]:
     """Each group (its noise, trials, screening pairs per trial, its confirmation plan) with the chance that a
-    ``min_effect`` trial of it is selected among every known trial and confirmed."""
+    ``min_effect`` trial of it is selected among every known trial and confirmed: averaged over where the host's
+    noise may stand during the sweep against where it was measured (:func:`tuner.stats.sd_prediction
+    .drift_factors`; every group's noise moves together), since a power at the measured SD alone promises more
+    than it delivers when the SD moves."""
 
     def ranking(noise: Noise, pairs: int, plan: CandidatePlan | None) -> Ranking:
         assert noise.log_sd is not None
         return Ranking.of(noise.log_sd, pairs, replace(plan, m=design.m) if plan else None)  # nominate's count
 
-    rankings = [
-        (index, ranking(noise, pairs, plan))
-        for index, (noise, trials, pairs, plan) in enumerate(groups)
-        if noise.known and noise.log_sd is not None
-        for _ in range(trials)
-    ]
+    def power_at(index: int, factor: float) -> float:
+        """The chance for a trial of group ``index`` with every group's noise ``factor`` times its measured SD."""
+        scaled = [
+            (noise, trials, pairs, replace(plan, log_sd=plan.log_sd * factor) if plan else None)
+            for noise, trials, pairs, plan in groups
+        ]
+        rankings = [
+            (i, ranking(replace(noise, log_sd=noise.log_sd * factor), pairs, plan))
+            for i, (noise, trials, pairs, plan) in enumerate(scaled)
+            if noise.known and noise.log_sd is not None
+            for _ in range(trials)
+        ]
+        noise, _, pairs, plan = scaled[index]
+        assert plan is not None and noise.log_sd is not None
+        others = [r for r in rankings if r[0] != index] + [r for r in rankings if r[0] == index][1:]
+        target = ranking(replace(noise, log_sd=noise.log_sd * factor), pairs, plan)
+        return sweep_power(design.min_effect, plan, target, [r for _, r in others])
+
     out = []
     for index, (noise, trials, pairs, plan) in enumerate(groups):
         power = None
         if plan is not None and noise.log_sd is not None:
-            others = [r for r in rankings if r[0] != index] + [r for r in rankings if r[0] == index][1:]
-            power = sweep_power(design.min_effect, plan, ranking(noise, pairs, plan), [r for _, r in others])
+            power = sum(w * power_at(index, f) for f, w in drift_factors(noise.sd_pairs))
         out.append(GroupPower(noise, trials, pairs, plan, power, design))
     return out
 
@@ -216,10 +240,9 @@ def group_powers(groups: Sequence[tuple[Noise, int, int, CandidatePlan | None]],
 def plan_lines(plan: CandidatePlan) -> list[str]:
     """One candidate's plan in words: its noise, then what its budget holds and detects."""
     c, d = plan.candidate, plan.design
-    upper = sd_upper(plan.log_sd, plan.sd_pairs)
     head = (
-        f"trial {c.trial} ({c.method}, {c.grain}): per-pair SD {plan.log_sd:.3f} from {plan.sd_pairs} pairs "
-        f"(<= {upper:.3f} at 95%), {c.pairs_per_s:.3g} pairs/s"
+        f"trial {c.trial} ({c.method}, {c.grain}): per-pair SD {plan.predicted_sd.words()} from {plan.sd_pairs} "
+        f"pairs, {c.pairs_per_s:.3g} pairs/s"
     )
     holds = f"confirmation: {plan.budget_s:g} s hold {plan.pairs} pairs in {len(plan.looks)} look(s)"
     if not plan.measurable:
@@ -237,8 +260,8 @@ def plan_lines(plan: CandidatePlan) -> list[str]:
         need += ": out of this budget's reach"
     return [
         head,
-        f"{holds} detect {_pct(plan.mde)} ({_pct(plan.mde_upper)} at the SD's bound) with {d.power:.0%} power "
-        f"(one-sided {d.alpha:g}, Holm over {plan.m}){need}",
+        f"{holds} detect {_pct(plan.mde)} ({_pct(plan.mde_upper)} at the top of the SD's range) with "
+        f"{d.power:.0%} power (one-sided {d.alpha:g}, Holm over {plan.m}){need}",
     ]
 
 
