@@ -144,6 +144,7 @@ class Winner(TypedDict):
     confirmed: bool
     reason: str
     effect: dict[str, Any] | None  # the confirmation estimate
+    repeated_ci: list[float | None] | None  # the gain (throughput ratio) interval inverting the decision
     strategies: dict[str, dict[str, Any]]
     engine: dict[str, Any]
     env: str  # TUNER_PLUGIN=...

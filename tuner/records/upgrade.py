@@ -80,6 +80,7 @@ _WINNER_DEFAULTS: dict[str, Any] = {
     "confirmed": False,
     "reason": "",
     "effect": None,
+    "repeated_ci": None,
     "strategies": {},
     "engine": {},
     "env": "",

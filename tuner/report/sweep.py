@@ -160,9 +160,19 @@ def _winner_section(doc: Doc, summary: SweepSummary) -> None:
     if winner["effect"]:
         doc.p(
             f"Effect (the confirmation estimate on fresh pairs, not the screening one): {fmt_ratio(winner['effect'])}"
+            + (f"; {repeated_words(winner['repeated_ci'])}" if winner["repeated_ci"] else "")
         )
     if winner["env"] and winner["confirmed"]:
         doc.code(winner["env"])
+
+
+def repeated_words(interval: Sequence[float | None]) -> str:
+    """The winner's gain interval that inverts the sequential decision, in words (None: unbounded)."""
+    low, high = (f"{b - 1:+.2%}" if b is not None else "unbounded" for b in interval)
+    return (
+        f"its gain lies in [{low}, {high}] by the interval that inverts the decision (each look's "
+        "O'Brien-Fleming boundary at its Holm share of alpha; wider than the last look's fixed-sample interval)"
+    )
 
 
 def _trials_section(doc: Doc, out: Path, summary: SweepSummary, trials: Sequence[TrialRow], name: str) -> None:

@@ -13,6 +13,11 @@ One test per verdict: the sequential test reads, at each look, the same exact si
 whose p-value and inverted CI are printed beside it (:func:`sign_flip_z`). A look with too few pairs for that test
 to reach its boundary cannot stop the confirmation, and a confirmed candidate's 95% interval always lies on the
 gain side of 1 and is bounded.
+
+A winner's interval is the repeated confidence interval that inverts that decision (:func:`repeated_interval`):
+at each of its looks so far, the O'Brien-Fleming boundary at its Holm share of ``alpha`` on each side, intersected.
+The fixed-sample 95% interval of its last look, printed beside it, is narrower than the decision warrants wherever
+several candidates share alpha or a look before the last one stopped.
 """
 
 from __future__ import annotations
@@ -24,13 +29,13 @@ from typing import Any
 
 from scipy import stats as _st
 
-from tuner.stats import UNBOUNDED_LOG, RatioEstimate, holm, sequential_p_value
+from tuner.stats import UNBOUNDED_LOG, RatioEstimate, holm, obf_boundaries, sequential_p_value
 from tuner.stats.product import PRODUCT
 from tuner.sweep.checks import Check
-from tuner.sweep.plans import ConfirmationPlan
+from tuner.sweep.plans import CandidatePlan, ConfirmationPlan
 from tuner.sweep.screening import ScreeningResult, gain_bounds
 
-__all__ = ["Decision", "Row", "bounded_gain", "confirm", "sign_flip_z"]
+__all__ = ["Decision", "Row", "bounded_gain", "confirm", "repeated_interval", "sign_flip_z"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class Decision:
     stop: bool
     look: int
     rows: tuple[Row, ...] = field(default_factory=tuple)
+    repeated: tuple[float, float] | None = None  # the winner's gain-side interval inverting the decision
 
     @property
     def effect(self) -> RatioEstimate | None:
@@ -81,6 +87,7 @@ class Decision:
             "stop": self.stop,
             "look": self.look,
             "rows": [r.to_dict() for r in self.rows],
+            "repeated_ci": [b if math.isfinite(b) else None for b in self.repeated] if self.repeated else None,
         }
 
 
@@ -114,6 +121,24 @@ def bounded_gain(estimate: RatioEstimate) -> bool:
     low, point, high = gain_bounds(estimate)
     reach = math.exp(UNBOUNDED_LOG - 1)
     return low > 1.0 and high < point * reach and low > point / reach
+
+
+def repeated_interval(estimates: Sequence[RatioEstimate], plan: CandidatePlan, level: float) -> tuple[float, float]:
+    """The gain-side interval that inverts a candidate's sequential decision at one-sided ``level`` (its Holm share
+    of alpha) after ``estimates`` (its looks so far): at each look the gain whose test statistic would still reach
+    the look's O'Brien-Fleming boundary, on each side, intersected over the looks. Each look's standard error is
+    the one its own test implies (log gain / :func:`sign_flip_z`), so the lower end exceeds 1 exactly when some
+    look's statistic crossed its boundary, as the decision reads it; unbounded where a look has no evidence of a
+    gain (a statistic at or below 0 says nothing of its size)."""
+    boundaries = obf_boundaries(level, plan.fractions)
+    low, high = 0.0, math.inf
+    for estimate, boundary in zip(estimates, boundaries, strict=False):
+        z, gain = sign_flip_z(estimate), math.log(gain_bounds(estimate)[1])
+        if z <= 0 or gain <= 0:
+            continue
+        se = gain / z
+        low, high = max(low, math.exp(gain - boundary * se)), min(high, math.exp(gain + boundary * se))
+    return low, high
 
 
 def confirm(
@@ -155,6 +180,11 @@ def confirm(
     winner = max(winners, key=lambda c: gain_bounds(latest[c])[1]) if winners else None
     done = max((len(looks.get(p.trial, ())) for p in measured), default=0)
     finished = all(len(looks.get(p.trial, ())) == len(p.looks) for p in measured)
+    repeated = None
+    if winner is not None:
+        ahead = sum(q < p_seq[[p.trial for p in measured].index(winner)] for q in p_seq)  # Holm's step-down rank
+        share = plan.design.alpha / (len(measured) - ahead)
+        repeated = repeated_interval(looks[winner], plan.plan_for(winner), share)
     rows = [
         Row(
             p.trial,
@@ -168,7 +198,8 @@ def confirm(
         )
         for p, ps, ph, ok, shown in zip(measured, p_seq, p_holm, confirmed, passing, strict=True)
     ]
-    return Decision(winner, _reason(plan, winner, latest, done), winner is not None or finished, done, tuple(rows))
+    reason = _reason(plan, winner, latest, done, repeated)
+    return Decision(winner, reason, winner is not None or finished, done, tuple(rows), repeated)
 
 
 def _status(trial: int, winner: int | None, confirmed: bool, shown: bool, checks: Mapping[int, Sequence[Check]]) -> str:
@@ -181,13 +212,21 @@ def _status(trial: int, winner: int | None, confirmed: bool, shown: bool, checks
     return "not confirmed"
 
 
-def _reason(plan: ConfirmationPlan, winner: int | None, latest: Mapping[int, RatioEstimate], done: int) -> str:
-    if winner is not None:
-        low, point, high = gain_bounds(latest[winner])
+def _reason(
+    plan: ConfirmationPlan,
+    winner: int | None,
+    latest: Mapping[int, RatioEstimate],
+    done: int,
+    repeated: tuple[float, float] | None,
+) -> str:
+    if winner is not None and repeated is not None:
+        point = gain_bounds(latest[winner])[1]
         looks = len(plan.plan_for(winner).looks)
+        low, high = (f"{b - 1:+.2%}" if math.isfinite(b) else "unbounded" for b in repeated)
         return (
-            f"trial {winner} confirmed: {point - 1:+.2%} [{low - 1:+.2%}, {high - 1:+.2%}] on fresh pairs "
-            f"({latest[winner].n} pairs, look {done} of {looks})"
+            f"trial {winner} confirmed: {point - 1:+.2%} [{low}, {high}] on fresh pairs ({latest[winner].n} pairs, "
+            f"look {done} of {looks}; the interval inverts the decision: each look's O'Brien-Fleming boundary at "
+            "its Holm share of alpha)"
         )
     if not plan.plans:
         return (

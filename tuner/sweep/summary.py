@@ -210,6 +210,7 @@ def winner(rows: Sequence[TrialRow], confirmation: dict[str, Any] | None) -> Win
         "confirmed": row is not None,
         "reason": decision.get("reason", "no confirmed winner"),
         "effect": next((r["confirmation"] for r in decision.get("rows", []) if r["trial"] == number), None),
+        "repeated_ci": decision.get("repeated_ci"),
         "strategies": strategies,
         "engine": engine,
         "env": f"TUNER_PLUGIN='{encode_spec(strategies)}'",
