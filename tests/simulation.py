@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 from scipy import signal
 
-from tuner.stats import RatioEstimate, mirrored_order, ratio_of_sums_estimates
+from tuner.stats import RatioEstimate, drift_factors, mirrored_order, ratio_of_sums_estimates
 from tuner.sweep.decisions import confirm
 from tuner.sweep.plans import Candidate, ConfirmationPlan, Design, nominate, plan_candidate, plan_confirmation
 from tuner.sweep.power import Ranking, sweep_power
@@ -142,6 +142,14 @@ narrow: null trials then ranked above a real gain 7% of the time, where the tool
 FINE_HOST = Host(steps=2, drop=0.0, noise_sd=0.015, drift_sd=0.05, pause_p=0.0005, pause_len=0.5)
 FINE_GRAIN = SimGrain("2-step blocks", FINE_HOST, 10.0, 200)
 """Short step blocks: per-pair SD ~0.036 at 10 pairs/s, as the quickstart's calibrated 2-step blocks (20 s)."""
+HEAVY_GRAIN = SimGrain(
+    "1-step pairs, heavy tails",
+    Host(steps=1, drop=0.0, noise_sd=0.012, drift_sd=0.05, pause_p=0.01, pause_len=0.3),
+    26.0,
+    400,
+)
+"""One-step pairs as this CPU's calibrations measure them: per-pair SD ~0.05 with excess kurtosis ~23 (rare slow
+steps carry the variance, as on the H100's recordings), 26 pairs/s, ~15 s of screening."""
 SLOW_GRAIN = SimGrain("slow step blocks", Host(steps=256, noise_sd=0.04, pause_p=0.01, pause_len=0.3), 0.5, 10)
 """Long step blocks: per-pair SD ~0.11 at 0.5 pairs/s, 20 s of screening (the settled GC-pacing blocks before
 the comparison was taken apart; ``results/reference/sweep-decisions-sim.json`` names them so)."""
@@ -160,6 +168,8 @@ class SweepSpec:
     design: Design = field(default_factory=Design)
     confirmation_flips: int = 10_000  # sign flips per confirmation estimate, as the tool
     report_flips: int | None = None  # re-estimate the reported effect's CI with this many
+    host_drift: float = 0.0  # SD of the log factor the sweep's host noise stands at against its calibration's
+    calibration_pairs: int = 0  # > 0: the promise rests on a calibration of this many pairs (else the true SDs)
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,7 @@ class SweepOutcome:
     winner: int | None
     winner_gain: float | None  # the winner's true ratio - 1
     effect: RatioEstimate | None  # the reported (confirmation) estimate of the winner
+    repeated: tuple[float, float] | None  # the winner's gain interval inverting the decision
     selected: bool  # whether the trial with the largest gain was a candidate
     promised: float  # the tool's own sweep power for the largest gain in the spec (nan without one)
     planned_pairs: int  # per measured candidate, mean
@@ -175,12 +186,20 @@ class SweepOutcome:
     screening_calls: tuple[str, ...]  # every screened trial's verdict (a screening call, unadjusted)
 
 
-def _screen(spec: SweepSpec, seed: int) -> list[ScreeningResult]:
+def drifted(grain: SimGrain, factor: float) -> SimGrain:
+    """``grain`` on a host whose block noise, drift and pauses stand ``factor`` times where they were calibrated
+    (every source of its per-pair SD, so that the SD itself moves by about ``factor``)."""
+    h = grain.host
+    host = replace(h, noise_sd=h.noise_sd * factor, drift_sd=h.drift_sd * factor, pause_len=h.pause_len * factor)
+    return replace(grain, host=host)
+
+
+def _screen(spec: SweepSpec, grains: tuple[SimGrain, ...], seed: int) -> list[ScreeningResult]:
     """Every trial screened at its grain's budget (grains batched), in trial order."""
     gains = np.asarray(spec.gains)
     results: dict[int, ScreeningResult] = {}
-    for g, grain in enumerate(dict.fromkeys(spec.grains)):
-        index = [j for j, mine in enumerate(spec.grains) if mine == grain]
+    for g, grain in enumerate(dict.fromkeys(grains)):
+        index = [j for j, mine in enumerate(grains) if mine == grain]
         data = simulate_pairs(grain.host, grain.screening_pairs, reps=len(index), gain=gains[index], seed=seed + g)
         for j, e in zip(index, data.estimates(n_permutations=SCREENING_FLIPS, seed=seed), strict=True):
             results[j] = ScreeningResult(j, True, e)
@@ -192,24 +211,25 @@ def run_sweep(spec: SweepSpec, seed: int) -> SweepOutcome:
     the sweep would."""
     design = spec.design
     gains = np.asarray(spec.gains)
-    screen_seed, confirm_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(2))
-    screening = _screen(spec, screen_seed)
+    screen_seed, confirm_seed, host_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(3))
+    host_rng = np.random.default_rng(host_seed)
+    factor = math.exp(spec.host_drift * host_rng.standard_normal()) if spec.host_drift else 1.0
+    grains = tuple(drifted(g, factor) for g in spec.grains) if factor != 1.0 else spec.grains
+    screening = _screen(spec, grains, screen_seed)
     chosen = [r for r in select_candidates(screening, None, design.min_effect) if r.estimate is not None]
     ranked = [
-        (Candidate(r.trial, {}, "steps", spec.grains[r.trial].pairs_per_s, spec.grains[r.trial].name), e.log_sd, e.n)
+        (Candidate(r.trial, {}, "steps", grains[r.trial].pairs_per_s, grains[r.trial].name), e.log_sd, e.n)
         for r in chosen
         if (e := r.estimate) is not None
     ]
     screened = {r.trial: gain_bounds(r.estimate)[1] - 1 for r in chosen if r.estimate is not None}
     plan, _ = nominate(ranked, budget_s=spec.budget_s, design=design, screened_gain=screened)
-    promised = promise(spec)
+    promised = promise(spec, calibrated_scale(spec, int(host_rng.integers(2**31))))
     calls = tuple(r.estimate.verdict if r.estimate else "not_significant" for r in screening)
     if not plan.candidates:
-        return SweepOutcome(None, None, None, False, promised, 0, 0, 0, calls)
+        return SweepOutcome(None, None, None, None, False, promised, 0, 0, 0, calls)
     data = {
-        p.trial: simulate_pairs(
-            spec.grains[p.trial].host, p.pairs, reps=1, gain=gains[p.trial], seed=confirm_seed + p.trial
-        )
+        p.trial: simulate_pairs(grains[p.trial].host, p.pairs, reps=1, gain=gains[p.trial], seed=confirm_seed + p.trial)
         for p in plan.measured
     }
     history: dict[int, list[RatioEstimate]] = {c: [] for c in plan.candidates}
@@ -236,6 +256,7 @@ def run_sweep(spec: SweepSpec, seed: int) -> SweepOutcome:
         decision.winner,
         winner_gain,
         effect,
+        decision.repeated,
         int(np.argmax(gains)) in plan.candidates,
         promised,
         int(np.mean([p.pairs for p in plan.measured])),
@@ -256,29 +277,57 @@ def _nominal_sd(host: Host) -> float:
     return float(np.sqrt(np.mean([e.log_sd**2 for e in estimates])))
 
 
-def promise(spec: SweepSpec) -> float:
+def calibrated_scale(spec: SweepSpec, seed: int) -> float:
+    """The factor a calibration of ``spec.calibration_pairs`` pairs of the first grain (at the host's calibrated
+    state) puts on every grain's true SD: its SD over the true one (1 without a calibration)."""
+    if not spec.calibration_pairs:
+        return 1.0
+    grain = spec.grains[0]
+    data = simulate_pairs(grain.host, spec.calibration_pairs, reps=1, seed=seed)
+    return data.estimates(n_resamples=20, n_permutations=9)[0].log_sd / nominal_sd(grain)
+
+
+def promise(spec: SweepSpec, scale: float = 1.0) -> float:
     """What the tool promises before the sweep for the spec's largest gain: nomination among every trial by
     screening lower bound at each grain's noise (only intervals that allow min_effect, plans that can confirm what
-    the estimate hopes), times the confirmation power of that trial's own plan."""
+    the estimate hopes), times the confirmation power of that trial's own plan. Every SD is the true one times
+    ``scale`` (a calibration's error); with a calibration, averaged over where the host's noise may stand since
+    (:func:`tuner.stats.drift_factors`), as the tool's statement is."""
     best = int(np.argmax(spec.gains))
     gain = spec.gains[best]
     if gain <= 0:
         return math.nan
-    grain = spec.grains[best]
-    m = min(spec.design.m, len(spec.gains))
+    if not spec.calibration_pairs:
+        return _promise_at(spec, best, scale)
+    scales, powers = _promise_curve(spec, best)
+    factors = drift_factors(spec.calibration_pairs)
+    return sum(w * float(np.interp(math.log(scale * f), scales, powers)) for f, w in factors)
+
+
+@functools.cache
+def _promise_curve(spec: SweepSpec, best: int) -> tuple[_Array, _Array]:
+    """The promise at SD factors from 1/4 to 4 (log-spaced; it is smooth in the factor): sweeps read it by
+    interpolation instead of a nomination integral per drift node."""
+    scales = np.linspace(math.log(0.25), math.log(4.0), 81)
+    return scales, np.array([_promise_at(spec, best, math.exp(x)) for x in scales])
+
+
+def _promise_at(spec: SweepSpec, best: int, scale: float) -> float:
+    grain, design = spec.grains[best], spec.design
+    m = min(design.m, len(spec.gains))
     candidate = Candidate(best, {}, "steps", grain.pairs_per_s, grain.name)
-    plan = plan_candidate(candidate, nominal_sd(grain), 10**6, budget_s=spec.budget_s, m=m, design=spec.design)
+    plan = plan_candidate(candidate, scale * nominal_sd(grain), 10**6, budget_s=spec.budget_s, m=m, design=design)
     rankings = [
         Ranking.of(
-            nominal_sd(g), g.screening_pairs,
+            scale * nominal_sd(g), g.screening_pairs,
             plan_candidate(
-                Candidate(j, {}, "steps", g.pairs_per_s, g.name), nominal_sd(g), 10**6,
-                budget_s=spec.budget_s, m=spec.design.m, design=spec.design,
+                Candidate(j, {}, "steps", g.pairs_per_s, g.name), scale * nominal_sd(g), 10**6,
+                budget_s=spec.budget_s, m=design.m, design=design,
             ),
         )
         for j, g in enumerate(spec.grains)
     ]  # fmt: skip
-    return sweep_power(gain, plan, rankings[best], rankings[:best] + rankings[best + 1 :])
+    return sweep_power(spec.gains[best], plan, rankings[best], rankings[:best] + rankings[best + 1 :])
 
 
 def run_sweeps(spec: SweepSpec, reps: int, seed: int) -> list[SweepOutcome]:
