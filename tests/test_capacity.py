@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from tests.conftest import STREAMING_ENGINE, decode_step_s
 from tuner.capacity import capacity_on, configuration_from
 from tuner.capacity.load import at_load, current_load, offered_rps
+from tuner.capacity.search import typical_wall
 from tuner.capacity.sentence import capacity_sentence, slo_words
 from tuner.cli.main import app
 from tuner.config import Experiment, LoadKnob
@@ -147,6 +148,13 @@ def _estimate(
         "passes": 6,
         "method": "test",
     }
+
+
+def test_one_stalled_run_does_not_make_a_load_look_dearer() -> None:
+    """A level's runs took 0.45 s but one stalled for 1.82 s: a run there is forecast at the typical 0.45 s, not
+    4x that (the longest run's figure stopped searches on budget they had not spent)."""
+    runs = {"reference": [{"wall_s": 0.45}, {"wall_s": 0.46}], "configuration": [{"wall_s": 1.82}, {"wall_s": 0.44}]}
+    assert typical_wall(runs) == pytest.approx(0.455)
 
 
 def test_the_sentence_says_what_the_interval_shows() -> None:
