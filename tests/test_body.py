@@ -43,7 +43,9 @@ def compare(
     for arm, mask in (("B", is_b), ("A", ~is_b)):
         m = mask.reshape(pairs, 2)
         by_arm[arm] = ((body.reshape(pairs, 2) * m).sum(axis=1), (excess.reshape(pairs, 2) * m).sum(axis=1))
-    found = body_comparison(np.ones(pairs), by_arm["B"], by_arm["A"], n_permutations=2000, seed=int(rng.integers(1e9)))
+    ones = np.ones(pairs)
+    seed = int(rng.integers(1e9))
+    found = body_comparison((ones, *by_arm["B"]), (ones, *by_arm["A"]), n_permutations=2000, seed=seed)
     return found, truth
 
 

@@ -130,12 +130,19 @@ def comparable_batch_size(blocks: list[BlockRecord]) -> int | None:
     return sizes.most_common(1)[0][0] if sizes else None
 
 
-def compared_steps(block: BlockRecord, batch_size: int) -> list[tuple[float, float]]:
-    """(seconds, GC seconds) of the block's steps that the comparison counts: pure decode at ``batch_size``, or
-    every step that scheduled tokens at :data:`ANY_WORK`."""
+def compared_indices(block: BlockRecord, batch_size: int) -> list[int]:
+    """Positions in the block of the steps that the comparison counts: after the washout, pure decode at
+    ``batch_size``, or every step that scheduled tokens at :data:`ANY_WORK`."""
+    start = block["washout"]
+    counted = zip(block["running"][start:], block["tokens"][start:], strict=True)
     if batch_size == ANY_WORK:
-        return [(dt, gc_s) for dt, _, t, gc_s in _compared(block) if t > 0]
-    return [(dt, gc_s) for dt, r, t, gc_s in _compared(block) if r == batch_size and t == r]
+        return [start + i for i, (_, t) in enumerate(counted) if t > 0]
+    return [start + i for i, (r, t) in enumerate(counted) if r == batch_size and t == r]
+
+
+def compared_steps(block: BlockRecord, batch_size: int) -> list[tuple[float, float]]:
+    """(seconds, GC seconds) of the block's steps that the comparison counts (:func:`compared_indices`)."""
+    return [(block["dt"][i], block["gc_s"][i]) for i in compared_indices(block, batch_size)]
 
 
 def least_comparable(block_steps: int) -> int:

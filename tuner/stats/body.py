@@ -123,25 +123,24 @@ class BodyComparison:
 
 
 def body_comparison(
-    amount: npt.ArrayLike,
-    trial: tuple[npt.ArrayLike, npt.ArrayLike],
-    reference: tuple[npt.ArrayLike, npt.ArrayLike],
+    trial: tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike],
+    reference: tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike],
     *,
     margin: float = GUARD_MARGIN,
     confidence: float = 0.95,
     n_permutations: int = 10_000,
     seed: int = 0,
 ) -> BodyComparison:
-    """The body and its guard from per-pair sums: ``amount`` steps per block (both arms alike), each arm's
-    ``(body seconds, excess seconds)``; both tests on the same sign flips."""
-    trial_body, trial_excess = (np.asarray(x, dtype=np.float64) for x in trial)
-    reference_body, reference_excess = (np.asarray(x, dtype=np.float64) for x in reference)
+    """The body and its guard from per-pair sums, each arm's ``(steps, body seconds, excess seconds)``; both tests
+    on the same sign flips."""
+    trial_steps, trial_body, trial_excess = (np.asarray(x, dtype=np.float64) for x in trial)
+    reference_steps, reference_body, reference_excess = (np.asarray(x, dtype=np.float64) for x in reference)
     body = paired_ratio_of_sums(
-        amount, trial_body, amount, reference_body,
+        trial_steps, trial_body, reference_steps, reference_body,
         higher_is_better=False, confidence=confidence, n_permutations=n_permutations, seed=seed,
     )  # fmt: skip
     whole = paired_ratio_of_sums(
-        amount, trial_body + trial_excess, amount, reference_body + reference_excess,
+        trial_steps, trial_body + trial_excess, reference_steps, reference_body + reference_excess,
         higher_is_better=False, confidence=confidence, n_permutations=n_permutations, seed=seed,
     )  # fmt: skip
     return BodyComparison(body, WholeGuard(whole, margin))
