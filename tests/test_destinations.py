@@ -48,6 +48,20 @@ def test_a_destination_that_cannot_be_written_is_refused_before_the_engine_start
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_an_output_that_cannot_be_written_is_refused_before_the_experiment_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading the experiment imports vLLM and builds its engine arguments (~10 s here): `--output` is checked
+    first, so its refusal is immediate."""
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the experiment was loaded before --output was checked")
+
+    monkeypatch.setattr("tuner.config.load_experiment", refuse)
+    result = CliRunner().invoke(app, ["run", str(EXPERIMENT), "--output", str(tmp_path)])
+    assert result.exit_code == 2 and "--output: is a directory" in result.stderr, result.output
+
+
 def test_a_writable_destination_passes_the_check(tmp_path: Path) -> None:
     assert destination_problem(tmp_path / "new" / "deeper" / "run.json") is None
     assert not (tmp_path / "new").exists()  # the check creates nothing

@@ -42,9 +42,13 @@ def run(
     output: Annotated[Path | None, typer.Option(help="write run.json here (default: results/<name>/<time>/)")] = None,
 ) -> None:
     """Benchmark one configuration (its `strategies:` applied) and write run.json."""
-    from tuner.run.run import run_experiment
+    from tuner.records.files import check_destination
 
     with user_errors():
+        if output is not None:  # before the experiment is loaded (vLLM imported, its engine arguments built): ~10 s
+            check_destination(output, "--output")
+        from tuner.run.run import run_experiment
+
         loaded = _load_writable(experiment)
         path, record = run_experiment(loaded, ConsoleFeedback(console), output)
     repetitions = record["repetitions"]

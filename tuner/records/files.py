@@ -91,6 +91,13 @@ def destination_problem(path: Path) -> str | None:
     return None
 
 
+def check_destination(path: Path, where: str) -> None:
+    """Refuse (:class:`UserError`, naming ``where`` the path came from) a result destination that
+    :func:`destination_problem` finds unwritable."""
+    if problem := destination_problem(path):
+        raise UserError.single(str(path), problem, where)
+
+
 def write_json_keeping(path: Path, data: Any, fallback: Callable[[], Path]) -> tuple[Path, str | None]:
     """Write ``data`` to ``path``; if that fails (the disk changed since the check), to the place ``fallback()``
     makes, so that a measured result is never lost. Returns where it went and, after a fallback, why."""

@@ -13,7 +13,7 @@ from tuner.feedback import SILENT, Feedback, task
 from tuner.measure.workbench import Workbench
 from tuner.metrics.timings import flat_metrics
 from tuner.plugin.protocol import encode_spec
-from tuner.records.files import destination_problem, new_run_dir, write_json_keeping
+from tuner.records.files import check_destination, new_run_dir, write_json_keeping
 from tuner.records.loader import RUN_SCHEMA, Repetition, RunRecord
 from tuner.vllm.environment import environment_record
 
@@ -55,8 +55,8 @@ def run_experiment(
 ) -> tuple[Path, RunRecord]:
     """Start the engine, prove the strategies active, measure the repetitions, write ``run.json`` (or
     ``output``); return its path and the record."""
-    if output is not None and (problem := destination_problem(output)):
-        raise UserError.single(str(output), problem, "--output")
+    if output is not None:
+        check_destination(output, "--output")
 
     def default() -> Path:
         return new_run_dir(experiment.output_dir, experiment.name) / "run.json"
