@@ -1,15 +1,19 @@
 """How often a plan's SD bound holds: the per-pair SD measured now against the one the next comparison meets.
 
-    python -m benchmarks.sd_prediction [--out results/reference/sd-prediction.json]
+    python -m benchmarks.sd_prediction [--engines 10] [--out results/reference/sd-prediction.json]
 
-Two kinds of evidence:
+Three kinds of evidence:
 
 - **the H100 A/A recordings** (``../shared/data/h100-steps/``, 1-step pairs in random order): every run cut into
   windows of ``n`` consecutive pairs; each window predicts the next one in its run (within a calibration) and a
   window of every other run (between calibrations). Per window: the per-pair SD of the ratio of sums (its influence
   values, as the sweep computes it) and its excess kurtosis;
 - **this CPU's quickstarts** as committed (every version of ``results/reference/quickstart/summary.json`` in the
-  git history that holds a calibration): the calibration's 1-step SD against each step trial's screening SD.
+  git history that holds a calibration): the calibration's 1-step SD against each step trial's screening SD;
+- **fresh quickstart engines** (``--engines N``): N times, a fresh CPU engine of the quickstart runs the
+  calibration's 1-step A/A (12 s, as ``tuner calibrate``) and then a screening's (20 s, stopping once its CI is
+  within min_effect, as ``tuner sweep``), both with the calibration's switch-only yardstick: N quickstarts' worth of
+  calibration -> screening pairs, in minutes each instead of a whole quickstart.
 
 For each, the share of next SDs that lie below the chi-square bound (:func:`tuner.sweep.plans.sd_upper` before this
 change) and below the prediction bound (:func:`tuner.stats.sd_prediction.predict_sd`), and inside its range; the
@@ -148,18 +152,56 @@ def drift(cases: list[tuple[float, int, float | None, float, int]]) -> float:
     return math.sqrt(max(square - sampling, 0.0))
 
 
+def fresh_engines(count: int) -> dict[str, Any]:
+    """``count`` fresh quickstart engines, each a calibration A/A then a screening A/A (module docstring)."""
+    from tuner.config import load_experiment
+    from tuner.measure.interleave import interleaved_comparison
+    from tuner.measure.workbench import Workbench
+    from tuner.plugin.protocol import encode_spec
+
+    experiment = load_experiment(ROOT / "experiments" / "quickstart.yaml")
+    yardstick: dict[str, dict[str, Any]] = {"known_delay": {}}
+    cases, rows = [], []
+    for i in range(count):
+        bench = Workbench.start(experiment, encode_spec({}, ["known_delay"]))
+        try:
+            calibration = interleaved_comparison(bench, yardstick, yardstick, block_steps=1, budget_s=12.0, seed=i)
+            screening = interleaved_comparison(
+                bench, yardstick, yardstick, block_steps=1, budget_s=20.0, min_effect=0.01, seed=1000 + i
+            )
+        finally:
+            bench.session.close()
+        assert calibration.estimate is not None and screening.estimate is not None
+        a = np.array([(x[0], x[1], y[0], y[1]) for x, y in calibration.sums], dtype=np.float64)
+        totals = a.sum(axis=0)  # each pair's influence on the log ratio of sums, as the sweep computes its SD
+        kurtosis = excess_kurtosis(
+            a[:, 3] / totals[3] - a[:, 2] / totals[2] - a[:, 1] / totals[1] + a[:, 0] / totals[0]
+        )
+        case = (
+            calibration.estimate.log_sd, len(calibration.sums), kurtosis, screening.estimate.log_sd, len(screening.sums)
+        )  # fmt: skip
+        cases.append(case)
+        rows.append({"calibration": [case[0], case[1]], "kurtosis": kurtosis, "screening": [case[3], case[4]]})
+        print(
+            f"engine {i + 1}/{count}: calibration {case[0]:.4f} ({case[1]} pairs), screening {case[3]:.4f}", flush=True
+        )
+    return {"engines": rows, **tally(cases), "drift": drift(cases)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engines", type=int, default=0, help="fresh quickstart engines (calibration, screening)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "reference" / "sd-prediction.json")
     args = parser.parse_args()
     paths = sorted(DATA.glob("*.json"))
     if not paths:
         raise SystemExit(f"no H100 recordings under {DATA}")
     result = {
-        "command": "python -m benchmarks.sd_prediction",
+        "command": "python -m benchmarks.sd_prediction" + (f" --engines {args.engines}" if args.engines else ""),
         "constants": {"kurtosis_floor": KURTOSIS_FLOOR, "drift": DRIFT},
         "h100": h100(paths),
         "cpu_quickstarts": quickstarts(),
+        **({"cpu_fresh_engines": fresh_engines(args.engines)} if args.engines else {}),
     }
     print(json.dumps(result, indent=1)[:6000])
     write_json(args.out, result)
