@@ -69,6 +69,7 @@ def test_gen0s_advance_is_counted_across_the_collections_it_triggers() -> None:
     """The probe's count of gen0's advance rises by each tracked object made, whether or not collections reset
     gen0's count in between, and each T + 1 of it triggers a collection: 10,000 lists kept at a threshold of 100
     advance it by 10,000 and trigger ~99 collections."""
+    gc.collect()  # earlier tests' garbage, freed by the loop's collections, would lower gen0's count beside it
     probe = GcProbe()
     probe.install()
     saved = gc.get_threshold()
