@@ -155,7 +155,7 @@ def drift(cases: list[tuple[float, int, float | None, float, int]]) -> float:
 def fresh_engines(count: int) -> dict[str, Any]:
     """``count`` fresh quickstart engines, each a calibration A/A then a screening A/A (module docstring)."""
     from tuner.config import load_experiment
-    from tuner.measure.interleave import interleaved_comparison
+    from tuner.measure.interleave import interleaved_comparison, log_ratio_influence
     from tuner.measure.workbench import Workbench
     from tuner.plugin.protocol import encode_spec
 
@@ -172,11 +172,7 @@ def fresh_engines(count: int) -> dict[str, Any]:
         finally:
             bench.session.close()
         assert calibration.estimate is not None and screening.estimate is not None
-        a = np.array([(x[0], x[1], y[0], y[1]) for x, y in calibration.sums], dtype=np.float64)
-        totals = a.sum(axis=0)  # each pair's influence on the log ratio of sums, as the sweep computes its SD
-        kurtosis = excess_kurtosis(
-            a[:, 3] / totals[3] - a[:, 2] / totals[2] - a[:, 1] / totals[1] + a[:, 0] / totals[0]
-        )
+        kurtosis = excess_kurtosis(log_ratio_influence(calibration.sums))  # the values the sweep's SD comes from
         case = (
             calibration.estimate.log_sd, len(calibration.sums), kurtosis, screening.estimate.log_sd, len(screening.sums)
         )  # fmt: skip

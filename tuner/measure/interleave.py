@@ -312,13 +312,17 @@ def _may_stop(sums: list[tuple[BlockSum, BlockSum]], width: float) -> bool:
     return bool(2 * 1.96 * math.sqrt(log_ratio_variance(sums)) < 1.25 * width)
 
 
-def log_ratio_variance(sums: list[tuple[BlockSum, BlockSum]]) -> float:
-    """The delta-method variance of the log of B's mean step time over A's (ratio of sums) from per-pair (steps,
-    seconds): the sum of the pairs' squared influence values."""
+def log_ratio_influence(sums: list[tuple[BlockSum, BlockSum]]) -> np.ndarray:
+    """Each pair's influence on the log of B's mean step time over A's (ratio of sums), from per-pair (steps,
+    seconds)."""
     a = np.array([(x[0], x[1], y[0], y[1]) for x, y in sums], dtype=np.float64)
     totals = a.sum(axis=0)
-    influence = a[:, 3] / totals[3] - a[:, 2] / totals[2] - a[:, 1] / totals[1] + a[:, 0] / totals[0]
-    return float(np.sum(influence**2))
+    return np.asarray(a[:, 3] / totals[3] - a[:, 2] / totals[2] - a[:, 1] / totals[1] + a[:, 0] / totals[0])
+
+
+def log_ratio_variance(sums: list[tuple[BlockSum, BlockSum]]) -> float:
+    """The delta-method variance of that log ratio: the sum of the pairs' squared influence values."""
+    return float(np.sum(log_ratio_influence(sums) ** 2))
 
 
 def _ratio(sums: list[tuple[BlockSum, BlockSum]], *, margin: float | None, confidence: float = 0.95) -> RatioEstimate:
