@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.paired import gpu_shape
 from tuner.config import load_experiment
 from tuner.measure.body_steps import body_of, body_sums
 from tuner.measure.interleave import InterleaveResult, interleaved_comparison
@@ -42,7 +41,6 @@ from tuner.stats import RatioEstimate
 from tuner.vllm.environment import environment_record
 
 REPO = Path(__file__).resolve().parent.parent
-THIRD_PARTY = REPO / "tests" / "third_party"
 YARDSTICK: StrategySet = {"known_delay": {}}
 KNOWN_SHARE = 0.05
 STALL_STEPS, STALL_EVERY = 5.0, 50
@@ -110,10 +108,8 @@ def main() -> None:
     parser.add_argument("--gpu-shape", action="store_true", help="uni executor, forked EngineCore, async scheduling")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    sys.path.insert(0, str(THIRD_PARTY))
-    if args.gpu_shape:  # the test plugin (same path) reshapes the CPU engine into a GPU host's default topology
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(THIRD_PARTY), os.environ.get("PYTHONPATH")) if p)
-        os.environ["TUNER_TEST_GPU_SHAPE"] = "uni,fork,async"
+    if args.gpu_shape:
+        gpu_shape()
     out = args.out or REPO / "results" / "reference" / f"body-cpu{'-gpu-shape' if args.gpu_shape else ''}.json"
     experiment = load_experiment(REPO / "experiments" / "quickstart.yaml")
     bench = Workbench.start(experiment, encode_spec({}, ["known_delay", "known_stall"]))

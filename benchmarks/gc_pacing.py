@@ -28,12 +28,11 @@ The checks (``--run-level-s`` of run-level pairs against ``--budget-s`` of the d
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.paired import gpu_shape, test_plugins_on_path
 from tuner.config import load_experiment
 from tuner.config.search import Objective, Pairs
 from tuner.measure.gc_pacing import PacingComparison, pacing_comparison
@@ -47,7 +46,6 @@ from tuner.stats.product import in_orientation
 from tuner.vllm.environment import environment_record
 
 REPO = Path(__file__).resolve().parent.parent
-THIRD_PARTY = REPO / "tests" / "third_party"  # the engine-only threshold strategy, found by its entry point
 LOAD: StrategySet = {"known_gc_load": {"engine_core_objects": 6000, "refs_per_object": 20, "lifetime_steps": 1}}
 TRIAL: StrategySet = {**LOAD, "engine_gc_threshold": {"gen0_per_seq": 64}}
 METRIC = "output_tokens_per_s"
@@ -111,10 +109,9 @@ def main() -> None:
     parser.add_argument("--gpu-shape", action="store_true", help="uni executor, forked EngineCore, async scheduling")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    sys.path.insert(0, str(THIRD_PARTY))
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(THIRD_PARTY), os.environ.get("PYTHONPATH")) if p)
-    if args.gpu_shape:  # the test plugin (same path) reshapes the CPU engine into a GPU host's default topology
-        os.environ["TUNER_TEST_GPU_SHAPE"] = "uni,fork,async"
+    test_plugins_on_path()  # the engine-only threshold strategy
+    if args.gpu_shape:
+        gpu_shape()
     out = args.out or REPO / "results" / "reference" / f"gc-pacing-cpu{'-gpu-shape' if args.gpu_shape else ''}.json"
     experiment = load_experiment(REPO / "experiments" / "quickstart.yaml")
     bench = Workbench.start(experiment, encode_spec({}, ["known_gc_load", "engine_gc_threshold"]))

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tuner.config import Experiment
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import encode_spec
 from tuner.stats import mirrored_order, paired_ratio_of_sums
+
+THIRD_PARTY = Path(__file__).resolve().parent.parent / "tests" / "third_party"
+"""The test-only strategies and plugins (found by their entry points once on the path)."""
+
+
+def test_plugins_on_path() -> None:
+    """The test-only plugins importable here and in every vLLM process this one starts."""
+    sys.path.insert(0, str(THIRD_PARTY))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(THIRD_PARTY), os.environ.get("PYTHONPATH")) if p)
+
+
+def gpu_shape() -> None:
+    """The CPU engine reshaped by the test plugin into a GPU host's default topology: ``uni`` executor, forked
+    EngineCore, async scheduling."""
+    test_plugins_on_path()
+    os.environ["TUNER_TEST_GPU_SHAPE"] = "uni,fork,async"
+
 
 ENGINE = {
     "model": "builtin:opt-tiny",

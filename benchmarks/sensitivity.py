@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from scipy.stats import binomtest
 
+from benchmarks.paired import gpu_shape
 from tuner.config import load_experiment
 from tuner.config.search import Objective, Pairs
 from tuner.measure.grain import DEFAULT_BLOCK_STEPS
@@ -113,11 +112,8 @@ def main() -> None:
     parser.add_argument("--aa-pairs", type=int, default=12, help="pairs per A/A comparison")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    third_party = str(REPO / "tests" / "third_party")
-    if args.gpu_shape:  # the test plugin that reshapes the CPU engine, found by every vLLM process
-        sys.path.insert(0, third_party)
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (third_party, os.environ.get("PYTHONPATH"))))
-        os.environ["TUNER_TEST_GPU_SHAPE"] = "uni,fork,async"
+    if args.gpu_shape:
+        gpu_shape()
     out = args.out or REPO / "results" / "reference" / f"sensitivity-cpu{'-gpu-shape' if args.gpu_shape else ''}.json"
     experiment = load_experiment(REPO / "experiments" / "quickstart.yaml")
     bench = Workbench.start(experiment, encode_spec({}, ["known_delay", "gc_threshold"]))
