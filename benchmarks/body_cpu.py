@@ -32,12 +32,11 @@ from typing import Any
 
 from benchmarks.paired import gpu_shape
 from tuner.config import load_experiment
-from tuner.measure.body_steps import body_of, body_sums
 from tuner.measure.interleave import InterleaveResult, interleaved_comparison
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.records.files import write_json
-from tuner.stats import RatioEstimate
+from tuner.stats import BodyComparison, RatioEstimate
 from tuner.vllm.environment import environment_record
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,19 +57,18 @@ def engine_s_per_pct(result: InterleaveResult, log_sd: float) -> float:
 
 def read(result: InterleaveResult, delay_s: float, seed: int) -> dict[str, Any]:
     """One comparison both ways, with the known sizes a delay of ``delay_s`` per B step gives each estimator."""
-    found = body_of(result, seed=seed)
-    assert found is not None and result.estimate is not None, "fewer than two pairs"
-    sums = body_sums(result)
-    a_steps = sum(a[0] for a, _ in sums)
-    plain_known = 1 + delay_s * a_steps / sum(a[1] + a[2] for a, _ in sums)
-    body_known = 1 + delay_s * a_steps / sum(a[1] for a, _ in sums)
-    plain, body = result.estimate, found.body
+    assert result.estimate is not None and result.guard is not None, "fewer than two pairs"
+    found = BodyComparison(result.estimate, result.guard)
+    a_steps = sum(a[0] for a, _ in result.sums)
+    plain_known = 1 + delay_s * a_steps / sum(a[1] for a, _ in result.whole)
+    body_known = 1 + delay_s * a_steps / sum(a[1] for a, _ in result.sums)
+    plain, body = found.guard.whole, found.body
     covered = {
         "plain": bool(plain.ci_low <= plain_known <= plain.ci_high),
         "body": bool(body.ci_low <= body_known <= body.ci_high),
     }
     return {
-        "pairs": len(sums),
+        "pairs": len(result.sums),
         "elapsed_s": result.elapsed_s,
         "plain": _interval(plain) | {"known": plain_known, "covered": covered["plain"]},
         "body": _interval(body) | {"known": body_known, "covered": covered["body"]},

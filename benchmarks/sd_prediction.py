@@ -155,7 +155,8 @@ def drift(cases: list[tuple[float, int, float | None, float, int]]) -> float:
 def fresh_engines(count: int) -> dict[str, Any]:
     """``count`` fresh quickstart engines, each a calibration A/A then a screening A/A (module docstring)."""
     from tuner.config import load_experiment
-    from tuner.measure.interleave import interleaved_comparison, log_ratio_influence
+    from tuner.measure.interleave import interleaved_comparison
+    from tuner.measure.step_sums import log_ratio_influence
     from tuner.measure.workbench import Workbench
     from tuner.plugin.protocol import encode_spec
 

@@ -373,3 +373,41 @@ def test_a_trial_walks_through_few_sweep_modules_and_is_recorded_once(
     assert {"tuner.sweep.engines", "tuner.sweep.measuring", "tuner.sweep.trial_record"} <= entered
     assert written[0] == {"aa", "strategies", "engine", "env"} and len(written) == 2
     assert {"ratios", "metrics", "arms", "verdict", "strategies"} <= written[1]
+
+
+def test_a_candidate_whose_body_is_faster_but_whose_pauses_make_it_slower_is_never_the_winner(tmp_path: Path) -> None:
+    """Body pairs (steps, body s, steps, body s, whole s, whole s): trial 1's typical steps are 8% faster but its
+    pauses make its whole time 10% longer; trial 2's steps are 4% faster, pauses alike. Trial 1's body is
+    confirmed, its guard fails, and trial 2 is the winner; a screened trial whose guard was already breached is
+    not nominated."""
+    exp = experiment(tmp_path)
+    assert exp.search is not None
+    rng = np.random.default_rng(11)
+
+    def pairs(body: float, whole: float, n: int) -> list[tuple[float, float, float, float, float, float]]:
+        noise = np.exp(rng.normal(0, 0.02, (n, 2)))
+        return [(1.0, 0.010 * body * t, 1.0, 0.010 * r, 0.012 * whole * t, 0.012 * r) for t, r in noise]
+
+    def screening_row(number: int, body: float, whole: float, guard: dict[str, Any] | None) -> dict[str, Any]:
+        est = pairs_estimate(pairs(body, whole, 12), "output_tokens_per_s")
+        return {"number": number, "state": "COMPLETE", "is_baseline": False, "aa": False, "feasible": True,
+                "engine": {}, "strategies": {f"s{number}": {}}, "ratios": {"output_tokens_per_s": est.to_dict()},
+                "repetitions": [{"metrics": {"wall_s": 4.0}}] * 12,
+                "step_interleave": {"guard": guard} if guard else None}  # fmt: skip
+
+    truths = {1: (0.92, 1.10), 2: (0.96, 0.96)}
+
+    def measure(candidate: Candidate, done: int, wanted: int, left_s: float) -> list[Any]:
+        return pairs(*truths[candidate.trial], wanted)
+
+    breached = {"whole": {"ratio": 1.2, "ci_low": 1.1, "ci_high": 1.3}, "margin": 0.005, "breached": True}
+    rows = [
+        screening_row(1, *truths[1], None),
+        screening_row(2, *truths[2], None),
+        screening_row(3, 0.9, 1.2, breached),
+    ]
+    record = run_confirmation(rows, exp.search, measure)
+    statuses = {r["trial"]: r["status"] for r in record["decision"]["rows"]}
+    assert record["decision"]["winner"] == 2
+    assert statuses[1] == "confirmed, fails whole step time, pauses included"
+    assert 3 not in statuses and any("trial 3 is not confirmed" in n and "guard" in n for n in record["notes"])

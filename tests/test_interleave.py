@@ -11,15 +11,13 @@ from scipy.stats import binomtest
 from tests.conftest import TINY_ENGINE
 from tuner.config import Experiment
 from tuner.engine.session import EngineSession
-from tuner.measure.interleave import (
+from tuner.measure.interleave import Counting, InterleaveResult, interleaved_comparison, step_estimate
+from tuner.measure.step_sums import (
     ANY_WORK,
-    InterleaveResult,
-    _estimate,
     block_mean,
     block_sum,
     comparable_batch_size,
     compared_steps,
-    interleaved_comparison,
     least_comparable,
     pair_means,
 )
@@ -79,7 +77,7 @@ def test_a_known_ratio_is_recovered_from_blocks() -> None:
         arms: tuple[tuple[Arm, float], ...] = (("A", 1.0), ("B", 1.03))
         for arm, factor in arms:
             blocks.append(block(pair, arm, [0.01 * wobble * factor] * 16, [8] * 16, [8] * 16))
-    result = _estimate(blocks, 16, 0.01)
+    result = Counting(16).result(blocks, 0.01)
     assert result.estimate is not None
     assert result.estimate.ratio == pytest.approx(1.03, rel=1e-6)
     assert result.estimate.verdict == "worse"  # B's steps take longer
@@ -92,7 +90,7 @@ def test_driven_by_arrivals_every_step_that_did_work_is_compared() -> None:
     blocks = [block(0, arm, [dt * factor for dt in dts], running, tokens) for arm, factor in (("A", 1.0), ("B", 1.1))]
     assert compared_steps(blocks[0], ANY_WORK) == [(0.01, 0.0), (0.02, 0.0), (0.03, 0.0)]
     assert compared_steps(blocks[0], 3) == [(0.03, 0.0)]  # offline: pure decode at the common size only
-    driven = _estimate(blocks, 1, None, arrivals=True)
+    driven = Counting(1, arrivals=True).result(blocks, None)
     assert driven.batch_size == ANY_WORK and driven.sums == [((3, pytest.approx(0.06)), (3, pytest.approx(0.066)))]
 
 
@@ -323,6 +321,28 @@ def test_a_known_host_delay_is_measured_with_its_size_on_each_side(
     )
     assert estimate.verdict == "worse", result.to_dict()
     assert_covers([(b[0], b[1], a[0], a[1]) for a, b in result.sums], known_ratio, higher_is_better=False)
+
+
+@pytest.mark.engine
+def test_a_trial_with_faster_typical_steps_that_adds_rare_long_pauses_is_called_worse(
+    bench: Workbench, aa: InterleaveResult
+) -> None:
+    """The reference busy-waits 10% of a step in EngineCore before every batch's output; the trial does not, but
+    stalls 20 steps on every 25th of its decode batches (``known_stall``). Its typical steps are faster (the body,
+    each stalled step counted up to twice the running median, about 0.95 of the reference's), its whole time far
+    longer (about 1.7): the guard shows the whole time worse by more than its margin, so the comparison is called
+    worse, never better, and the sweep never nominates it."""
+    step_s = aa.mean_step_s["A"] or 0.02
+    reference = {"known_delay": {"engine_core_ms": 0.10 * step_s * 1e3}}
+    trial = {"known_delay": {}, "known_stall": {"stall_ms": 20 * step_s * 1e3, "every": 25}}
+    result = interleaved_comparison(bench, reference, trial, block_steps=1, budget_s=20, seed=3)
+    assert result.estimate is not None and result.guard is not None, result.to_dict()
+    whole = result.guard.whole
+    print(f"body {result.estimate.ratio:.4f} [{result.estimate.ci_low:.4f}, {result.estimate.ci_high:.4f}]; "
+          f"whole {whole.ratio:.4f} [{whole.ci_low:.4f}, {whole.ci_high:.4f}]")  # fmt: skip
+    assert result.estimate.ratio < 1 and result.guard.breached, result.to_dict()
+    throughput = step_estimate(result, "output_tokens_per_s")
+    assert result.verdict == "worse" and throughput is not None and throughput.verdict == "worse"
 
 
 def arm_share_by_phase(block_steps: int, cycle: int, steps: int) -> list[float]:

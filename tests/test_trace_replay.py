@@ -12,7 +12,8 @@ import pytest
 from tests.conftest import STREAMING_ENGINE
 from tuner.config import Experiment
 from tuner.engine.session import EngineSession
-from tuner.measure.interleave import ANY_WORK, interleaved_comparison
+from tuner.measure.interleave import interleaved_comparison
+from tuner.measure.step_sums import ANY_WORK
 from tuner.measure.workbench import Workbench
 
 pytestmark = pytest.mark.engine

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.measure.collector import collector_blocks, renumbered
-from tuner.measure.interleave import InterleaveResult, compared_steps, interleaved_comparison, log_ratio_variance
+from tuner.measure.interleave import InterleaveResult, interleaved_comparison
+from tuner.measure.step_sums import compared_steps, log_ratio_variance
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet
 from tuner.stats import RatioEstimate

@@ -9,8 +9,13 @@ between steps is charged to neither arm. Offline, only steps of like composition
 (one token per running request) at the most common batch size, after the block's washout steps; prefill steps and
 the drain at the end of a batch would otherwise dominate the variance. Driven by arrivals, every step that did
 work is compared (the traffic's mix of prefill and decode is what is measured; the two blocks of a pair are
-neighbours, in random order, so they see the same traffic on average). The estimand is the ratio of sums, summed
-step seconds over steps per arm (mean step time), so a rare long pause weighs by its time. A screening spends its
+neighbours, in random order, so they see the same traffic on average); which steps count is
+:mod:`tuner.measure.step_sums`'s. The estimand is a ratio of sums, summed step seconds over steps per arm. By
+default (``estimand="body"``) it is the **body's**: each step's time up to a cap at twice the running median, with
+the whole time (pauses included) as the guard the verdict also needs (:mod:`tuner.stats.body`), because the rare
+pauses carry most of the plain mean's noise. The plain mean (``"mean"``) weighs a rare long pause by its time; it is
+what a comparison driven by arrivals (steps of every composition, whose long prefill steps are no pauses) and the
+mutator of a GC-pacing comparison (no pauses left) measure. A screening spends its
 time budget, stopping earlier only once its CI is no wider than ``min_effect``
 (:func:`tuner.stats.reached_precision`); a confirmation look stops at ``target_pairs``. The front-end is not in a
 step's time: it runs the reference set throughout.
@@ -20,13 +25,22 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
-import numpy as np
-
+from tuner.measure.pairs import Pair
 from tuner.measure.stalls import CompareStep, StallComparison, compare_stalls
+from tuner.measure.step_sums import (
+    ANY_WORK,
+    BlockSum,
+    body_pair_sums,
+    comparable_batch_size,
+    compared_steps,
+    least_comparable,
+    log_ratio_variance,
+    means_of,
+    pair_sums,
+)
 from tuner.measure.workbench import Workbench, check_ran
 from tuner.measure.worker_gc import (
     ArmPacing,
@@ -48,17 +62,21 @@ from tuner.plugin.protocol import (
     StrategySet,
     interleave_start,
 )
-from tuner.stats import RatioEstimate, paired_ratio_of_sums, reached_precision
+from tuner.stats import GUARD_MARGIN, RatioEstimate, Verdict, WholeGuard, paired_ratio_of_sums, reached_precision
 from tuner.traffic.workload import replay_line
 
-BlockSum = tuple[int, float]  # comparable steps, their seconds
+Estimand = Literal["body", "mean"]
+PairSums = tuple[BlockSum, BlockSum]  # (A, B) steps and seconds of one pair
 
 
 @dataclass
 class InterleaveResult:
-    estimate: RatioEstimate | None  # step time B/A: < 1 means B is faster
-    pairs: list[tuple[float, float]] = field(default_factory=list)  # (A, B) mean step seconds per pair
-    sums: list[tuple[BlockSum, BlockSum]] = field(default_factory=list)  # (A, B) steps and seconds per pair
+    estimate: RatioEstimate | None  # the estimand's step time B/A: < 1 means B is faster
+    pairs: list[tuple[float, float]] = field(default_factory=list)  # (A, B) the estimand's mean step per pair
+    sums: list[tuple[BlockSum, BlockSum]] = field(default_factory=list)  # (A, B) steps and the estimand's seconds
+    whole: list[tuple[BlockSum, BlockSum]] = field(default_factory=list)  # the same pairs' whole seconds
+    estimand: Estimand = "mean"  # body: each step up to its cap, its whole time the guard; mean: the plain mean
+    guard: WholeGuard | None = None  # the body's: the whole time read against a non-inferiority margin
     steps: int = 0
     elapsed_s: float = 0.0
     batch_size: int | None = None
@@ -82,7 +100,8 @@ class InterleaveResult:
 
     @property
     def mean_step_s(self) -> dict[str, float | None]:
-        """Each arm's mean comparable step time (A: the reference, B: the trial)."""
+        """Each arm's mean comparable step time as the estimand counts it (A: the reference, B: the trial): a
+        known delay per step moves the estimate by its share of this (the body's: each step up to its cap)."""
         means: dict[str, float | None] = {}
         for arm, index in (("A", 0), ("B", 1)):
             steps = sum(pair[index][0] for pair in self.sums)
@@ -90,12 +109,27 @@ class InterleaveResult:
         return means
 
     @property
-    def verdict(self) -> str:
-        return self.estimate.verdict if self.estimate is not None else "not_significant"
+    def verdict(self) -> Verdict:
+        """The estimate's verdict; the body's also needs its guard: "better" only where the whole time is shown
+        not worse by the guard's margin, "no difference" only where the whole time is equivalent too (a change in
+        the pauses alone is a difference), "worse" wherever the whole time is shown worse by more than the
+        margin."""
+        verdict = self.estimate.verdict if self.estimate is not None else "not_significant"
+        if self.guard is None:
+            return verdict
+        if self.guard.breached:
+            return "worse"
+        if verdict == "better" and not self.guard.holds:
+            return "not_significant"
+        if verdict == "no_difference" and self.guard.whole.verdict != "no_difference":
+            return "not_significant"
+        return verdict
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "estimate": self.estimate.to_dict() if self.estimate else None,
+            "estimand": self.estimand,
+            "guard": self.guard.to_dict() if self.guard else None,
             "pairs": len(self.pairs),
             "steps": self.steps,
             "elapsed_s": self.elapsed_s,
@@ -113,83 +147,6 @@ class InterleaveResult:
         }
 
 
-def _compared(block: BlockRecord) -> list[tuple[float, int, int, float]]:
-    """(seconds, running, tokens, GC seconds) of the block's steps after its washout."""
-    start = block["washout"]
-    columns = (block["dt"], block["running"], block["tokens"], block["gc_s"])
-    return list(zip(*(column[start:] for column in columns), strict=True))
-
-
-ANY_WORK = 0
-"""The comparable "batch size" of a comparison driven by arrivals: every step that scheduled tokens counts."""
-
-
-def comparable_batch_size(blocks: list[BlockRecord]) -> int | None:
-    """The most common running-request count among pure decode steps (tokens == running)."""
-    sizes = Counter(r for b in blocks for _, r, t, _ in _compared(b) if r and t == r)
-    return sizes.most_common(1)[0][0] if sizes else None
-
-
-def compared_indices(block: BlockRecord, batch_size: int) -> list[int]:
-    """Positions in the block of the steps that the comparison counts: after the washout, pure decode at
-    ``batch_size``, or every step that scheduled tokens at :data:`ANY_WORK`."""
-    start = block["washout"]
-    counted = zip(block["running"][start:], block["tokens"][start:], strict=True)
-    if batch_size == ANY_WORK:
-        return [start + i for i, (_, t) in enumerate(counted) if t > 0]
-    return [start + i for i, (r, t) in enumerate(counted) if r == batch_size and t == r]
-
-
-def compared_steps(block: BlockRecord, batch_size: int) -> list[tuple[float, float]]:
-    """(seconds, GC seconds) of the block's steps that the comparison counts (:func:`compared_indices`)."""
-    return [(block["dt"][i], block["gc_s"][i]) for i in compared_indices(block, batch_size)]
-
-
-def least_comparable(block_steps: int) -> int:
-    """Comparable steps a block needs to count: half of its steps (one at one-step blocks)."""
-    return max(1, (block_steps + 1) // 2)
-
-
-def block_sum(block: BlockRecord, batch_size: int, min_steps: int, exclude_gc: bool = False) -> BlockSum | None:
-    """The block's comparable steps and their summed time (None when too few); with ``exclude_gc`` the mutator's
-    time: each step's without its GC."""
-    steps = compared_steps(block, batch_size)
-    if len(steps) < min_steps:
-        return None
-    return len(steps), sum(dt - gc_s if exclude_gc else dt for dt, gc_s in steps)
-
-
-def block_mean(block: BlockRecord, batch_size: int, min_steps: int) -> float | None:
-    """Mean step time of the block's comparable steps."""
-    summed = block_sum(block, batch_size, min_steps)
-    return summed[1] / summed[0] if summed else None
-
-
-def pair_sums(
-    blocks: list[BlockRecord], batch_size: int, min_steps: int, exclude_gc: bool = False
-) -> list[tuple[BlockSum, BlockSum]]:
-    """(A, B) steps and seconds of every pair whose two blocks both have enough comparable steps (``exclude_gc``:
-    the mutator's seconds, :func:`block_sum`)."""
-    by_pair: dict[int, dict[str, BlockSum | None]] = {}
-    for block in blocks:
-        by_pair.setdefault(block["pair"], {})[block["arm"]] = block_sum(block, batch_size, min_steps, exclude_gc)
-    pairs = []
-    for arms in by_pair.values():
-        a, b = arms.get("A"), arms.get("B")
-        if a is not None and b is not None:
-            pairs.append((a, b))
-    return pairs
-
-
-def pair_means(blocks: list[BlockRecord], batch_size: int, min_steps: int) -> list[tuple[float, float]]:
-    """(A, B) mean step time of every pair whose two blocks both have enough comparable steps."""
-    return _means(pair_sums(blocks, batch_size, min_steps))
-
-
-def _means(sums: list[tuple[BlockSum, BlockSum]]) -> list[tuple[float, float]]:
-    return [(a[1] / a[0], b[1] / b[0]) for a, b in sums]
-
-
 def interleaved_comparison(
     bench: Workbench,
     arm_a: StrategySet,
@@ -203,6 +160,7 @@ def interleaved_comparison(
     seed: int = 0,
     arrivals: bool = False,
     exclude_gc: bool = False,
+    estimand: Estimand = "body",
 ) -> InterleaveResult:
     """Compare two step-switchable strategy sets inside the running engine of ``bench`` for ``budget_s`` seconds,
     stopping earlier once ``min_pairs`` pairs give a CI no wider than ``min_effect`` (None: spend the budget; it is
@@ -210,9 +168,11 @@ def interleaved_comparison(
     (a confirmation look). With ``arrivals`` the engine is loaded by the workload's requests at their send times
     (its concurrency cap too), else by offline batches. With ``exclude_gc`` a step counts its time without the GC
     pauses on its critical path (EngineCore's and its workers'): the mutator of a GC-pacing comparison
-    (:mod:`tuner.measure.gc_pacing`). Raises
+    (:mod:`tuner.measure.gc_pacing`). ``estimand`` (the body, guarded, or the plain mean) holds offline; arrivals
+    and the mutator are measured by the plain mean. Raises
     :class:`~tuner.measure.workbench.StrategyNotActive` when a strategy of either arm did not run in a process where it
     belongs (its counters did not move): no number from it."""
+    counting = Counting(block_steps, arrivals, exclude_gc, "mean" if arrivals or exclude_gc else estimand)
     session = bench.session
     bench.switch({})
     session.control(RESET)  # counters from here on prove the arms ran in every process
@@ -227,19 +187,22 @@ def interleaved_comparison(
             bench.fresh_prefix_cache()
             session.run(bench.requests, offsets, workload.sampling, concurrency)
             blocks += _drain(session.control(INTERLEAVE_DRAIN))
-            sums = _sums(blocks, block_steps, arrivals, exclude_gc)
+            sums = counting.sums(blocks)[0]
             if target_pairs is not None and len(sums) >= target_pairs:
                 break
             # The exact test costs front-end seconds that the engine waits for: only when it may stop the loop.
-            if min_effect is not None and len(sums) >= min_pairs and _may_stop(sums, min_effect):
-                estimate = _estimate(blocks, block_steps, min_effect, arrivals, exclude_gc).estimate
-                if estimate is not None and reached_precision(estimate, min_effect):
-                    break
+            if (
+                min_effect is not None
+                and len(sums) >= min_pairs
+                and _may_stop(sums, min_effect)
+                and reached_precision(_ratio(sums, margin=min_effect), min_effect)
+            ):
+                break
     finally:
         stopped = session.control(INTERLEAVE_STOP)
         blocks += _drain(stopped)
     check_ran(stopped, {*arm_a, *arm_b})
-    result = _estimate(blocks, block_steps, min_effect, arrivals, exclude_gc)
+    result = counting.result(blocks, min_effect)
     result.blocks = blocks
     result.gc_pauses = engine_pauses(stopped)
     result.paced = arm_pacing(stopped)
@@ -270,11 +233,13 @@ def step_pairs(
     seed: int,
     arrivals: bool = False,
     exclude_gc: bool = False,
-) -> list[tuple[float, float, float, float]]:
+    estimand: Estimand = "body",
+) -> list[Pair]:
     """``wanted`` fresh step-level pairs (fewer when ``budget_s`` runs out) of ``trial`` against ``reference``, each
     as (trial steps, their seconds, reference steps, their seconds): a confirmation look's ratio-of-sums data,
-    the engine loaded as in the screening (``arrivals``: by the workload's send times; ``exclude_gc``: the
-    mutator's seconds)."""
+    the engine loaded and its steps counted as in the screening (``arrivals``: by the workload's send times;
+    ``exclude_gc``: the mutator's seconds; ``estimand``). Where the body is measured, the seconds are the body's
+    and each pair carries the arms' whole seconds after them, for the guard (:data:`tuner.measure.pairs.Pair`)."""
     result = interleaved_comparison(
         bench,
         reference,
@@ -286,8 +251,11 @@ def step_pairs(
         seed=seed,
         arrivals=arrivals,
         exclude_gc=exclude_gc,
+        estimand=estimand,
     )
-    return [(b[0], b[1], a[0], a[1]) for a, b in result.sums]
+    if result.estimand == "mean":
+        return [(b[0], b[1], a[0], a[1]) for a, b in result.sums]
+    return [(b[0], b[1], a[0], a[1], wb[1], wa[1]) for (a, b), (wa, wb) in zip(result.sums, result.whole, strict=True)]
 
 
 def _drain(reports: list[ProcessReport]) -> list[BlockRecord]:
@@ -297,11 +265,47 @@ def _drain(reports: list[ProcessReport]) -> list[BlockRecord]:
     return with_worker_gc(blocks, worker_pauses(reports))
 
 
-def _sums(
-    blocks: list[BlockRecord], block_steps: int, arrivals: bool, exclude_gc: bool = False
-) -> list[tuple[BlockSum, BlockSum]]:
-    size = ANY_WORK if arrivals else comparable_batch_size(blocks)
-    return pair_sums(blocks, size, least_comparable(block_steps), exclude_gc) if size is not None else []
+@dataclass(frozen=True)
+class Counting:
+    """Which steps a comparison counts (:mod:`tuner.measure.step_sums`) and what of their time: the estimand's
+    seconds (the mutator's where GC is excluded), and the whole seconds of the same pairs."""
+
+    block_steps: int
+    arrivals: bool = False
+    exclude_gc: bool = False
+    estimand: Estimand = "mean"
+
+    def batch_size(self, blocks: list[BlockRecord]) -> int | None:
+        return ANY_WORK if self.arrivals and blocks else comparable_batch_size(blocks)
+
+    def sums(self, blocks: list[BlockRecord]) -> tuple[list[PairSums], list[PairSums]]:
+        """Each pair's (A, B) steps and the estimand's seconds, and the same pairs' whole seconds."""
+        size, least = self.batch_size(blocks), least_comparable(self.block_steps)
+        if size is None:
+            return [], []
+        whole = pair_sums(blocks, size, least)
+        if self.estimand == "body":
+            return [((a[0], a[1]), (b[0], b[1])) for a, b in body_pair_sums(blocks, size, least)], whole
+        return (pair_sums(blocks, size, least, exclude_gc=True) if self.exclude_gc else whole), whole
+
+    def result(self, blocks: list[BlockRecord], margin: float | None) -> InterleaveResult:
+        """The comparison's estimate (and the body's guard) from ``blocks``."""
+        sums, whole = self.sums(blocks)
+        estimate = _ratio(sums, margin=margin) if len(sums) >= 2 else None
+        guard = None
+        if self.estimand == "body" and len(whole) >= 2:
+            guard = WholeGuard(_ratio(whole, margin=margin), GUARD_MARGIN)
+        return InterleaveResult(
+            estimate=estimate,
+            pairs=means_of(sums),
+            sums=sums,
+            whole=whole,
+            estimand=self.estimand,
+            guard=guard,
+            steps=sum(len(b["dt"]) for b in blocks),
+            batch_size=self.batch_size(blocks),
+            block_steps=self.block_steps,
+        )
 
 
 def _may_stop(sums: list[tuple[BlockSum, BlockSum]], width: float) -> bool:
@@ -310,19 +314,6 @@ def _may_stop(sums: list[tuple[BlockSum, BlockSum]], width: float) -> bool:
     if len(sums) < 6:
         return False
     return bool(2 * 1.96 * math.sqrt(log_ratio_variance(sums)) < 1.25 * width)
-
-
-def log_ratio_influence(sums: list[tuple[BlockSum, BlockSum]]) -> np.ndarray:
-    """Each pair's influence on the log of B's mean step time over A's (ratio of sums), from per-pair (steps,
-    seconds)."""
-    a = np.array([(x[0], x[1], y[0], y[1]) for x, y in sums], dtype=np.float64)
-    totals = a.sum(axis=0)
-    return np.asarray(a[:, 3] / totals[3] - a[:, 2] / totals[2] - a[:, 1] / totals[1] + a[:, 0] / totals[0])
-
-
-def log_ratio_variance(sums: list[tuple[BlockSum, BlockSum]]) -> float:
-    """The delta-method variance of that log ratio: the sum of the pairs' squared influence values."""
-    return float(np.sum(log_ratio_influence(sums) ** 2))
 
 
 def _ratio(sums: list[tuple[BlockSum, BlockSum]], *, margin: float | None, confidence: float = 0.95) -> RatioEstimate:
@@ -338,22 +329,6 @@ def _ratio(sums: list[tuple[BlockSum, BlockSum]], *, margin: float | None, confi
     )
 
 
-def _estimate(
-    blocks: list[BlockRecord], block_steps: int, margin: float | None, arrivals: bool = False, exclude_gc: bool = False
-) -> InterleaveResult:
-    size = ANY_WORK if arrivals and blocks else comparable_batch_size(blocks)
-    sums = _sums(blocks, block_steps, arrivals, exclude_gc)
-    estimate = _ratio(sums, margin=margin) if len(sums) >= 2 else None
-    return InterleaveResult(
-        estimate=estimate,
-        pairs=_means(sums),
-        sums=sums,
-        steps=sum(len(b["dt"]) for b in blocks),
-        batch_size=size,
-        block_steps=block_steps,
-    )
-
-
 def step_estimate(result: InterleaveResult, metric: str) -> RatioEstimate | None:
     """A step-time ratio expressed for ``metric``: throughput scales as 1/step time, mean per-token latency as step
     time (None when the steps gave no estimate). Only those (:data:`STEP_LEVEL_METRICS`) are measured by steps;
@@ -361,7 +336,10 @@ def step_estimate(result: InterleaveResult, metric: str) -> RatioEstimate | None
     if metric not in STEP_LEVEL_METRICS:
         raise ValueError(f"{metric} is not measured at step level")
     est = result.estimate
-    if est is None or metric not in HIGHER_IS_BETTER:
+    if est is None:
+        return None
+    est = replace(est, verdict=result.verdict)  # the body's needs its guard too
+    if metric not in HIGHER_IS_BETTER:
         return est
     # the verdict already reads "better" for faster steps
     return replace(est, ratio=1 / est.ratio, ci_low=1 / est.ci_high, ci_high=1 / est.ci_low, higher_is_better=True)

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from tuner.metrics.table import HIGHER_IS_BETTER
 from tuner.stats import RatioEstimate, paired_ratio_of_sums
 
-Pair = tuple[float, float, float, float]
-"""One fresh pair: trial amount, trial seconds, reference amount, reference seconds (tokens or steps)."""
+Pair = tuple[float, float, float, float] | tuple[float, float, float, float, float, float]
+"""One fresh pair: trial amount, trial seconds, reference amount, reference seconds (tokens or steps); a step pair
+measured by the body (:mod:`tuner.stats.body`) carries after them the trial's and the reference's whole seconds,
+pauses included, for its guard."""
 
 
 def run_pair(metric: str, trial: dict[str, float], reference: dict[str, float]) -> Pair:
@@ -29,3 +31,12 @@ def pairs_estimate(pairs: Sequence[Pair], metric: str, *, seed: int = 0) -> Rati
     """The ratio-of-sums estimate of ``metric`` over ``pairs`` (a latency reads as time per amount)."""
     columns = [[p[i] for p in pairs] for i in range(4)]
     return paired_ratio_of_sums(*columns, higher_is_better=metric in HIGHER_IS_BETTER, seed=seed)
+
+
+def guard_estimate(pairs: Sequence[Pair], *, confidence: float = 0.95, seed: int = 0) -> RatioEstimate | None:
+    """The whole step time's ratio of sums (trial over reference, pauses included) of body pairs, at
+    ``confidence``: what the body's guard reads (None where the pairs carry no whole seconds: not the body's)."""
+    if not pairs or any(len(p) != 6 for p in pairs):
+        return None
+    columns = [[p[i] for p in pairs] for i in (0, 4, 2, 5)]
+    return paired_ratio_of_sums(*columns, higher_is_better=False, confidence=confidence, seed=seed)

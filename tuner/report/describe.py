@@ -128,13 +128,15 @@ def verdict_words(verdict: str | None, *, screening: bool, margin: float | None 
 
 
 def measured_by(row: TrialRow) -> str:
-    """How a trial's ratios were measured, in a word or two: its step blocks, run-level pairs or engine starts."""
+    """How a trial's ratios were measured, in a word or two: its step blocks (``body``: the steps' body, guarded by
+    their whole time), run-level pairs or engine starts."""
     if row["restart_pairs"]:
         return "starts"
     steps = row["step_interleave"]
     if steps and steps["estimate"] and any(r and r.get("source") == "steps" for r in row["ratios"].values()):
         driven = steps.get("driven_by", "offline batches") != "offline batches"  # a key since 2026-11-27
-        return f"steps (K={steps['block_steps']}{', arrivals' if driven else ''})"
+        body = steps.get("estimand") == "body"  # a key since 2026-11-29
+        return f"steps (K={steps['block_steps']}{', arrivals' if driven else ''}{', body' if body else ''})"
     return "-" if row["is_baseline"] else "runs"
 
 

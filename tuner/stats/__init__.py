@@ -25,7 +25,7 @@ from tuner.stats.attainment import (
     attainment_difference,
     paired_attainment,
 )
-from tuner.stats.body import BodyComparison, WholeGuard, body_comparison, running_caps, split_at_caps
+from tuner.stats.body import GUARD_MARGIN, BodyComparison, WholeGuard, body_comparison, running_caps, split_at_caps
 from tuner.stats.bootstrap import paired_ratio, unpaired_ratio
 from tuner.stats.capacity import (
     Capacity,
@@ -59,6 +59,7 @@ from tuner.stats.sd_prediction import SdPrediction, drift_factors, excess_kurtos
 from tuner.stats.sequential import boundary_crossing, holm, obf_boundaries, obf_constant, sequential_p_value
 
 __all__ = [
+    "GUARD_MARGIN",
     "LEAST_ROUNDS",
     "MIN_SIGN_FLIP_PAIRS",
     "UNBOUNDED_LOG",

@@ -88,7 +88,7 @@ class WholeGuard:
         return self.whole.ci_low > 1 + self.margin
 
     def to_dict(self) -> dict[str, Any]:
-        return {"whole": self.whole.to_dict(), "margin": self.margin, "holds": self.holds}
+        return {"whole": self.whole.to_dict(), "margin": self.margin, "holds": self.holds, "breached": self.breached}
 
 
 @dataclass(frozen=True)

@@ -23,18 +23,22 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
+from scipy import stats as _st
 
 from tuner.config.search import Pairs, Search
 from tuner.feedback import SILENT, Feedback
-from tuner.measure.pairs import Pair, pairs_estimate
+from tuner.measure.pairs import Pair, guard_estimate, pairs_estimate
 from tuner.metrics.table import STEP_LEVEL_METRICS, quantity
 from tuner.records.loader import TrialState
-from tuner.stats import MIN_SIGN_FLIP_PAIRS, RatioEstimate
+from tuner.stats import GUARD_MARGIN, MIN_SIGN_FLIP_PAIRS, RatioEstimate, obf_boundaries
+from tuner.sweep.checks import Check, non_inferiority
 from tuner.sweep.decisions import Decision, confirm
 from tuner.sweep.plans import Candidate, CandidatePlan, ConfirmationPlan, Design, finite_or_none, nominate
 from tuner.sweep.power import confirmation_lines
 from tuner.sweep.screening import ScreeningResult, gain_bounds, ruled_out, select_candidates
 
+GUARDED = "whole step time, pauses included"
+"""What the body's guard checks (:func:`guard_check`)."""
 FreshPairs = Callable[[Candidate, int, int, float], list[Pair]]
 """``(candidate, pairs measured so far, pairs wanted, seconds left)`` -> that many fresh pairs (fewer when the
 time ran out)."""
@@ -47,7 +51,9 @@ or for a GC-pacing candidate that of its mutator's pairs times the collector fac
 def screening_results(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[list[ScreeningResult], list[str]]:
     """Every completed screened trial's estimate of ``metric``, and notes on the trials left out: an engine-arg
     trial of a study written before restart pairs (no ``env`` on record) was paired against a reference on its own
-    engine, so its ratio leaves out the engine-arg effect and it cannot be confirmed against vLLM as installed."""
+    engine, so its ratio leaves out the engine-arg effect and it cannot be confirmed against vLLM as installed; a
+    trial whose body's guard was breached (its whole step time, pauses included, shown worse by more than the
+    margin) can never be a winner."""
     results, notes = [], []
     for row in rows:
         if row["state"] != TrialState.COMPLETE or row["is_baseline"] or row["aa"]:
@@ -56,6 +62,14 @@ def screening_results(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[l
             notes.append(
                 f"trial {row['number']} (engine {row['engine']}) is not confirmed: it was paired on its own engine, "
                 "so its ratio leaves out the engine-arg effect"
+            )
+            continue
+        guard = (row.get("step_interleave") or {}).get("guard") or {}
+        if guard.get("breached"):
+            whole = guard["whole"]
+            notes.append(
+                f"trial {row['number']} is not confirmed: with its pauses its steps took {_describe(whole)} of the "
+                f"baseline's time, shown longer than the {guard['margin']:.1%} margin the body's guard allows"
             )
             continue
         estimate = RatioEstimate.from_dict((row["ratios"] or {}).get(metric))
@@ -188,6 +202,7 @@ def _measure_looks(
     round of looks."""
     pairs: dict[int, list[Pair]] = {p.trial: [] for p in plan.measured}
     looks: dict[int, list[RatioEstimate]] = {p.trial: [] for p in plan.measured}
+    guards: dict[int, list[Check]] = {}
     decision = confirm(plan, screening, looks)
     rounds = max((len(p.looks) for p in plan.measured), default=0)
     for k in range(rounds):
@@ -200,11 +215,23 @@ def _measure_looks(
                 have += fresh_pairs(p.candidate, len(have), wanted - len(have), max(left_s, 0.0))
             if len(have) >= wanted:
                 looks[p.trial].append(look_estimate(p.candidate, have[:wanted], k))
-        decision = confirm(plan, screening, looks)
+                guards[p.trial] = guard_check(have[:wanted], p, k)
+        decision = confirm(plan, screening, looks, guards)
         feedback.note(f"confirmation look {k + 1} of {rounds}: {decision.reason}")
         if decision.stop:
             break
     return pairs, looks, decision
+
+
+def guard_check(pairs: Sequence[Pair], plan: CandidatePlan, look: int) -> list[Check]:
+    """The body's guard at a look, as a check the winner must pass (none where the pairs are not the body's): the
+    whole step time's ratio of sums, pauses included, shown not longer than ``1 +`` :data:`GUARD_MARGIN` times the
+    reference's by its one-sided bound at the look's O'Brien-Fleming boundary at the candidate's level
+    (``alpha / m``). With the body's own test at that level, the two make one intersection-union test: the body
+    faster and the whole time not worse, each part at the candidate's level, no alpha split."""
+    boundary = obf_boundaries(plan.design.alpha / plan.m, plan.fractions)[look]
+    whole = guard_estimate(pairs, confidence=1 - 2 * float(_st.norm.sf(boundary)), seed=look)
+    return [] if whole is None else [non_inferiority(GUARDED, whole, GUARD_MARGIN)]
 
 
 def _mde_spent(plan: CandidatePlan, looks: list[RatioEstimate]) -> float:

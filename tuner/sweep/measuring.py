@@ -142,7 +142,7 @@ class Measurer:
         if not grain.paced:
             result = interleaved_comparison(
                 bench, {}, strategies, block_steps=grain.block_steps, min_effect=min_effect, budget_s=budget_s,
-                seed=seed, arrivals=arrivals,
+                seed=seed, arrivals=arrivals, estimand=self.search.step_estimand,
             )  # fmt: skip
             return result, None
         comparison = pacing_comparison(
@@ -202,6 +202,7 @@ class Measurer:
                 seed=seed + done,
                 arrivals=self.experiment.workload.streaming,
                 exclude_gc=candidate.paced,
+                estimand=self.search.step_estimand,
             )
         arms = paired_runs(
             bench, candidate.strategies, Pairs(min=size, max=size), self.search.objectives[0], None, seed=seed,

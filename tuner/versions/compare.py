@@ -130,7 +130,7 @@ def compare(results: Sequence[StartResult], metric: str, *, seed: int = 0) -> Co
     start_pairs = pairs(results, metric)
     estimate = pairs_estimate(start_pairs, metric, seed=seed)
     noisy = math.isfinite(estimate.log_sd) and estimate.log_sd > 0
-    ratios = [(b_amount / b_time) / (a_amount / a_time) for b_amount, b_time, a_amount, a_time in start_pairs]
+    ratios = [(p[0] / p[1]) / (p[2] / p[3]) for p in start_pairs]
     return Comparison(
         metric=metric,
         estimate=estimate,
