@@ -1,6 +1,6 @@
 """The body of the steps and its guard on the CPU engine: A/As, known delays on each side and a strategy that adds
-rare long pauses, each comparison read both ways (the plain ratio of sums the sweep uses today, and the body with
-its guard, :mod:`tuner.measure.body_steps`) from the same steps.
+rare long pauses, each comparison read both ways (the plain ratio of sums, ``search.step_estimand: mean``, and the
+body with its guard, the sweep's default, :mod:`tuner.measure.step_sums`) from the same steps.
 
     python -m benchmarks.body_cpu [--gpu-shape] [--out results/reference/body-cpu.json]
 

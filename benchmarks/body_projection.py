@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -228,6 +229,44 @@ def table(rows: dict[str, dict[int, dict[str, Any]]]) -> Table:
     return out
 
 
+def body_headline(
+    runs: list[Run], seeds: int, calibration_seeds: int, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    """Per topology the body's engine minutes per +-1% at each K, the cheapest K, and its calibration at K = 1;
+    ``rows`` holds the per-K rows keyed by int (for :func:`table`), the topologies' keys the same keyed by str."""
+    rows = {}
+    for name, washout in TOPOLOGIES.items():
+        rows[name] = {k: projection(runs, k, washout, seeds) for k in K_VALUES}
+        progress(f"{name}: projected")
+    checks = {}
+    for name, washout in TOPOLOGIES.items():
+        checks[name] = calibration(runs, washout, calibration_seeds)
+        progress(f"{name}: calibrated")
+    cheapest = {
+        name: min(((k, row["engine_min_per_pct"]["mean"]) for k, row in per_k.items()), key=lambda kv: kv[1])
+        for name, per_k in rows.items()
+    }
+    return {
+        "cheapest": {name: {"K": k, "engine_min_per_pct": v} for name, (k, v) in cheapest.items()},
+        **{name: {str(k): row for k, row in per_k.items()} for name, per_k in rows.items()},
+        "calibration": checks,
+        "rows": rows,
+    }
+
+
+def calibration_lines(checks: dict[str, Any]) -> list[str]:
+    """Per topology the A/A false positives, the known effects' coverage and how often a stall was called better."""
+    lines = []
+    for name, check in checks.items():
+        aa_fp, stall = check["aa"]["body_false_positive"], check["stall"]["called_better"]
+        coverage = ", ".join(f"{kind} {check[kind]['body_coverage']['rate']:.1%}" for kind in ("mult", "add", "halve"))
+        lines.append(
+            f"{name}: A/A body false positives {aa_fp['rate']:.1%} [{aa_fp['ci'][0]:.1%}, {aa_fp['ci'][1]:.1%}] of "
+            f"{aa_fp['n']} chunks; coverage {coverage}; stall called better {stall['rate']:.1%}"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "h100-steps")
@@ -239,37 +278,25 @@ def main() -> None:
     runs, _ = load(sorted(args.data.glob("*.json")))
     aa = [run for run in runs.values() if run.name.startswith("AA")]
     console = Console()
-    rows = {}
-    for name, washout in TOPOLOGIES.items():
-        rows[name] = {k: projection(aa, k, washout, args.seeds) for k in K_VALUES}
-        console.print(f"{name}: projected ({time.perf_counter() - began:.0f} s)")
-    checks = {}
-    for name, washout in TOPOLOGIES.items():
-        checks[name] = calibration(aa, washout, args.calibration_seeds)
-        console.print(f"{name}: calibrated ({time.perf_counter() - began:.0f} s)")
-    cheapest = {
-        name: min(((k, row["engine_min_per_pct"]["mean"]) for k, row in per_k.items()), key=lambda kv: kv[1])
-        for name, per_k in rows.items()
-    }
+    found = body_headline(
+        aa,
+        args.seeds,
+        args.calibration_seeds,
+        lambda done: console.print(f"{done} ({time.perf_counter() - began:.0f} s)"),
+    )
+    rows, checks = found.pop("rows"), found["calibration"]
     result = {
         "command": COMMAND,
         "runs": [name for name, run in runs.items() if run.name.startswith("AA")],
         "seeds": args.seeds,
         "calibration_seeds": args.calibration_seeds,
-        "cheapest": {name: {"K": k, "engine_min_per_pct": v} for name, (k, v) in cheapest.items()},
-        **{name: {str(k): row for k, row in per_k.items()} for name, per_k in rows.items()},
-        "calibration": checks,
+        **found,
         "seconds": time.perf_counter() - began,
     }
     write_json(args.output, result)
     console.print(table(rows))
-    for name, check in checks.items():
-        aa_fp, stall = check["aa"]["body_false_positive"], check["stall"]["called_better"]
-        coverage = ", ".join(f"{kind} {check[kind]['body_coverage']['rate']:.1%}" for kind in ("mult", "add", "halve"))
-        console.print(
-            f"{name}: A/A body false positives {aa_fp['rate']:.1%} [{aa_fp['ci'][0]:.1%}, {aa_fp['ci'][1]:.1%}] of "
-            f"{aa_fp['n']} chunks; coverage {coverage}; stall called better {stall['rate']:.1%}"
-        )
+    for line in calibration_lines(checks):
+        console.print(line)
     console.print(f"written {args.output} in {time.perf_counter() - began:.0f} s")
 
 
