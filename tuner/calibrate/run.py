@@ -144,8 +144,11 @@ def _aa(bench: Workbench, block_steps: int, budget_s: float) -> InterleaveResult
 def _compare(
     bench: Workbench, a: StrategySet, b: StrategySet, block_steps: int, budget_s: float, seed: int
 ) -> InterleaveResult:
-    """All of ``budget_s`` spent on one step-level comparison."""
-    return interleaved_comparison(bench, a, b, block_steps=block_steps, budget_s=budget_s, seed=seed)
+    """All of ``budget_s`` spent on one step-level comparison, by the step estimand the experiment's sweep uses
+    (the body unless it asks for the plain mean): the noise its plans rest on."""
+    search = bench.experiment.search
+    estimand = search.step_estimand if search is not None else "body"
+    return interleaved_comparison(bench, a, b, block_steps=block_steps, budget_s=budget_s, seed=seed, estimand=estimand)
 
 
 def _interval(estimate: RatioEstimate | None) -> tuple[float, float] | None:

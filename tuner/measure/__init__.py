@@ -1,7 +1,8 @@
 """Paired measurement on a live engine: repetitions, step-interleaved blocks, their grain, pairs and stalls.
 
 ``workbench`` (one measured repetition, and the proof that strategies are active), ``pairing`` (run-level and
-restart pairs in mirrored order), ``interleave`` (arms alternated in blocks of steps inside one engine), ``grain``
+restart pairs in mirrored order), ``interleave`` (arms alternated in blocks of steps inside one engine),
+``step_sums`` (which steps count, and each pair's sums: whole, or the body and the excess), ``grain``
 (how many steps per block), ``gc_pacing`` (a comparison of strategies that pace the collector, taken apart into
 the mutator and ``collector``), ``worker_gc`` (collections placed in the steps they delayed), ``stalls`` (the stall
 estimand) and ``pairs`` (one pair as amounts and seconds, and the ratio of sums over pairs).
