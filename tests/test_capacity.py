@@ -3,6 +3,7 @@ from a record, and (on the shared streaming engine) a known slowdown found with 
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -224,7 +225,7 @@ def test_the_report_tells_the_levels_and_draws_the_attainment_with_the_knees(tmp
     assert [p.name for p in paths] == ["report.md", "report.html", "attainment.png"]
     text = (tmp_path / "report.md").read_text()
     assert "**the configuration serves 20.0% [5.0%, 40.0%] more requests/s.**" in text
-    assert "| 8 | 8 | 3 | 20 | 78.33% | 91.67% | +5.00 [-1.00, +11.00] | 0.09 |" in text
+    assert "| 8 | 8 | 3 | 20 | 78.33% | 91.67% | +5.00 [-1.00, +11.00] | 0.09 | 10 / 7.83 | 10 / 9.17 |" in text
     assert (tmp_path / "attainment.png").stat().st_size > 10_000
 
 
@@ -246,6 +247,28 @@ def test_report_and_export_read_a_capacity_directory(tmp_path: Path) -> None:
     (directory / "capacity.json").write_text(json.dumps(record))
     nothing = CliRunner().invoke(app, ["export", "bench", str(directory), "-o", str(out), "--kind", "bigger"])
     assert nothing.exit_code == 2 and "nothing to export in the capacity series" in nothing.stderr
+
+
+def test_the_per_load_table_exports_as_csv_with_achieved_load_goodput_and_intervals(tmp_path: Path) -> None:
+    """Per load and arm: at load 8 the reference ran 3 rounds of 20 requests in 2 s each, 78.3% of them within the
+    SLO: achieved 60 / 6 = 10 req/s, goodput 47 / 6 = 7.83 req/s; the paired difference rides on both arms' rows. A
+    path holding no capacity search is refused in one line, exit 2."""
+    directory = tmp_path / "cap" / "capacity"
+    directory.mkdir(parents=True)
+    (directory / "capacity.json").write_text(json.dumps(_record(tmp_path)))
+    out = tmp_path / "loads.csv"
+    exported = CliRunner().invoke(app, ["export", "loads", str(tmp_path / "cap"), "-o", str(out)])
+    assert exported.exit_code == 0, exported.output
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert [(r["load"], r["arm"]) for r in rows] == [
+        ("4", "reference"), ("4", "configuration"), ("8", "reference"), ("8", "configuration")
+    ]  # fmt: skip
+    eight = rows[2]
+    assert float(eight["achieved_rps"]) == pytest.approx(10.0) and float(eight["goodput_rps"]) == pytest.approx(47 / 6)
+    assert float(eight["attainment_ci_low"]) < float(eight["attainment"]) == pytest.approx(0.7833, abs=1e-4)
+    assert float(eight["attainment_ci_high"]) > 0.7833 and rows[3]["difference_ci_low"] == "-0.01"
+    refused = CliRunner().invoke(app, ["export", "loads", str(tmp_path), "-o", str(out)])
+    assert refused.exit_code == 2 and "no capacity search here" in refused.stderr and "Traceback" not in refused.output
 
 
 def test_the_record_round_trips_and_another_schema_is_refused(tmp_path: Path) -> None:

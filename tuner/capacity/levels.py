@@ -20,9 +20,9 @@ from tuner.capacity.load import offered_rps
 from tuner.feedback import Feedback, Task
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet
+from tuner.records.capacity import ARMS
 from tuner.stats import LevelResult, mirrored_order
 
-ARMS = ("reference", "configuration")
 """The two arms, in the order :class:`tuner.stats.LevelResult` takes them (A, B)."""
 
 

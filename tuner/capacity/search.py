@@ -11,13 +11,13 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tuner.capacity.levels import ARMS, MeasuredLevel, measure_level
+from tuner.capacity.levels import MeasuredLevel, measure_level
 from tuner.capacity.load import at_load
 from tuner.config import CapacitySearch, Experiment, LoadKnob
 from tuner.feedback import Feedback, task
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet
-from tuner.records.capacity import CapacityRecord, LevelRecord, save_capacity
+from tuner.records.capacity import ARMS, CapacityRecord, LevelRecord, save_capacity
 from tuner.stats import LEAST_ROUNDS, KneeSearch, LevelResult
 
 

@@ -30,6 +30,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("report", "tuner.report.run", "Markdown + HTML report with plots for a run, sweep or calibration"),
     Command("compare", "tuner.report.compare", "two runs, or two trials of a sweep, metric by metric"),
     Command("export bench", "tuner.series.export", "results as github-action-benchmark input"),
+    Command("export loads", "tuner.report.load_table", "a capacity search's per-load table as CSV"),
     Command("history", "tuner.series.history", "change points in stored benchmark series (Apache Otava)"),
     Command("pr-check", "tuner.series.pr_check", "a pull request's series against its base branch's"),
     Command("dashboard", "tuner.series.dashboard", "github-action-benchmark's charts from exported series"),

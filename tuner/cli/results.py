@@ -262,8 +262,28 @@ def dashboard(
     console.print(f"wrote [bold]{path}[/bold]", soft_wrap=True)
 
 
+def export_loads(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="a capacity search: its capacity.json, its directory or the experiment's", show_default=False
+        ),
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write", show_default=False)],
+) -> None:
+    """Export a capacity search's per-load table as CSV: per load and arm, offered and achieved load, goodput,
+    attainment and the paired difference with their intervals."""
+    from tuner.cli.output import console, user_errors
+    from tuner.report.load_table import export_loads as write_loads
+
+    with user_errors():
+        written = write_loads(path, output)
+    console.print(f"wrote [bold]{written}[/bold]", soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``report``, ``compare``, ``export bench``, ``history``, ``pr-check`` and ``dashboard`` to ``app``."""
+    """Add ``report``, ``compare``, ``export bench``, ``export loads``, ``history``, ``pr-check`` and
+    ``dashboard`` to ``app``."""
     app.command("report")(report)
     app.command("compare")(compare)
     app.command("history")(history)
@@ -271,4 +291,5 @@ def register(app: typer.Typer) -> None:
     app.command("dashboard")(dashboard)
     export_app = typer.Typer(help="Export results for other tools.", no_args_is_help=True)
     export_app.command("bench")(export_bench)
+    export_app.command("loads")(export_loads)
     app.add_typer(export_app, name="export")

@@ -6,12 +6,17 @@ so that an interrupted search keeps what it measured. The fields are described i
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from tuner.records.files import read_schema_json, write_json
 
 CAPACITY_SCHEMA = "tuner.capacity/1"
+
+
+ARMS = ("reference", "configuration")
+"""The two arms of a capacity search, in the order a record keeps them."""
 
 
 class ArmRecord(TypedDict):
@@ -90,3 +95,15 @@ def save_capacity(path: Path, record: CapacityRecord) -> Path:
 def load_capacity(path: Path) -> CapacityRecord:
     """The capacity record at ``path``; a file of another schema is refused."""
     return cast(CapacityRecord, read_schema_json(path, CAPACITY_SCHEMA, "capacity record"))
+
+
+def level_rates(level: LevelRecord, arm: str) -> tuple[float, float]:
+    """(achieved, goodput) requests per second of ``arm`` at ``level``, a ratio of sums over the load's rounds: every
+    request, then those meeting every target, over the rounds' summed wall seconds. A round's wall runs from its
+    first send to its last completion, so an arm that falls behind the offered load shows an achieved load below
+    it."""
+    runs = level["runs"][arm]
+    wall = sum(r["wall_s"] for r in runs)
+    if wall <= 0:
+        return math.nan, math.nan
+    return len(runs) * level["requests"] / wall, sum(r["attainment"] for r in runs) * level["requests"] / wall

@@ -8,7 +8,7 @@ from typing import Any
 
 from matplotlib import ticker
 
-from tuner.records.capacity import CapacityRecord
+from tuner.records.capacity import ARMS, CapacityRecord, level_rates
 from tuner.records.files import write_text
 from tuner.report.document import Doc
 from tuner.report.figures import SERIES_COLORS, figure, save
@@ -60,12 +60,16 @@ LEVEL_COLUMNS = (
     "configuration",
     "difference [95% CI]",
     "p",
+    "achieved / goodput req/s: reference",
+    "configuration",
 )
-"""The columns of :func:`level_rows`: the difference is configuration - reference, in points."""
+"""The columns of :func:`level_rows`: each arm's attainment, their difference (configuration - reference, in
+points), and each arm's achieved load and goodput (:func:`tuner.records.capacity.level_rates`)."""
 
 
 def level_rows(record: CapacityRecord) -> list[list[str]]:
-    """One row per probed load: rounds, each arm's attainment and their paired difference."""
+    """One row per probed load: rounds, each arm's attainment, their paired difference, each arm's achieved load and
+    goodput."""
     rows = []
     for level in record["levels"]:
         difference: dict[str, Any] | None = level["difference"]  # none at a load of one round
@@ -85,6 +89,7 @@ def level_rows(record: CapacityRecord) -> list[list[str]]:
                 _pct(level["attainment"]["configuration"]),
                 paired,
                 f"{difference['p_value']:.3g}" if difference else "-",
+                *("{:.3g} / {:.3g}".format(*level_rates(level, arm)) for arm in ARMS),
             ]
         )
     return rows
@@ -114,7 +119,9 @@ def capacity_doc(record: CapacityRecord, plot: Path) -> Doc:
     doc.p(
         "Each round runs both arms once at the load, in mirrored order, with the same requests at the same send "
         "times; the difference (configuration - reference, points) is paired per request with the interval of "
-        "`tuner.stats.attainment` (misses that come in bursts widen it)."
+        "`tuner.stats.attainment` (misses that come in bursts widen it). Achieved: requests per second of wall "
+        "time over the load's rounds (below the offered load where an arm falls behind); goodput: those meeting "
+        "every target. `tuner export loads` writes the table per arm as CSV, with each arm's attainment interval."
     )
     doc.table(LEVEL_COLUMNS, level_rows(record))
     doc.image(plot, "attainment per load, each arm with its 95% interval; dotted lines: the capacities")
