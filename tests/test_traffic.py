@@ -477,3 +477,39 @@ def test_the_workload_plot_keeps_its_tick_labels_apart_at_long_context_lengths(t
         boxes.sort(key=lambda box: box.x0)
         gaps = [right.x0 - left.x1 for left, right in itertools.pairwise(boxes)]
         assert min(gaps) > 0, [label.get_text() for label in shown]
+
+
+def test_a_trace_is_read_once_and_re_timed_at_every_load_as_reading_it_anew_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capacity search prepares its trace once (read, selected, its token ids built) and sends it at each load
+    with only the send times and the record changed: at twice and half the recorded speed the requests are the
+    same objects, the send times those of the trace read anew at that load, and the file was read once."""
+    from tuner.capacity.load import at_load
+    from tuner.config import Experiment, LoadKnob
+    from tuner.traffic import workload
+
+    path = _trace(tmp_path, 50)
+    exp = Experiment.model_validate(
+        {
+            "name": "retimed",
+            "engine": BUILTIN,
+            "workload": {"dataset": {"path": str(path), "format": "mooncake", "schedule": "trace"}},
+            "output_dir": str(tmp_path),
+        }
+    )
+    reads: list[Path] = []
+    original = workload.read_dataset
+
+    def counted(spec: Dataset, **kwargs: Any) -> DatasetRequests:
+        reads.append(spec.path)
+        return original(spec, **kwargs)
+
+    monkeypatch.setattr(workload, "read_dataset", counted)
+    prepared = workload.prepare(exp, vocab_size=1000)
+    fast, slow = (prepared.at(at_load(exp, LoadKnob.SPEED, load)) for load in (2.0, 0.5))
+    assert len(reads) == 1 and fast.requests is slow.requests is prepared.requests
+    anew = workload.traffic(at_load(exp, LoadKnob.SPEED, 2.0), vocab_size=1000)
+    assert fast.offsets == pytest.approx(anew.offsets) and fast.requests == anew.requests
+    assert fast.record == anew.record and fast.record["replay"] != slow.record["replay"]
+    assert slow.offsets == pytest.approx([4 * t for t in fast.offsets])

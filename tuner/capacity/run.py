@@ -33,6 +33,7 @@ from tuner.records.capacity import (
     save_capacity,
 )
 from tuner.report.capacity import write_report
+from tuner.traffic.workload import prepare
 from tuner.vllm.imports import versions
 
 
@@ -70,10 +71,13 @@ def capacity_on(
     start = settings.start or current_load(experiment, knob)
     path = capacity_path(experiment.output_dir, experiment.name)
     arms = {"reference": {}, "configuration": configuration.strategies}
-    first = Workbench(bench.session, at_load(experiment, knob, start))  # the start load's requests and send times
+    prepared = prepare(experiment, bench.session.vocab_size())  # read and built once, re-timed at every load
+    first = Workbench(bench.session, at_load(experiment, knob, start), prepared)  # the start load's send times
     record = _new_record(experiment, configuration, against, knob, settings, start, dict(first.workload))
+    search = LoadSearch(bench, experiment, knob, settings, arms, record, path, feedback)
+    search.prepared(experiment.workload.seed, prepared)
     try:
-        LoadSearch(bench, experiment, knob, settings, arms, record, path, feedback).run(start, max(first.offsets))
+        search.run(start, max(first.offsets))
     except KeyboardInterrupt:
         record["search"]["stop"] = "interrupted"
         _finish(record, path, knob)

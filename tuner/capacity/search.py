@@ -19,6 +19,7 @@ from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet
 from tuner.records.capacity import ARMS, CapacityRecord, LevelRecord, save_capacity
 from tuner.stats import LEAST_ROUNDS, KneeSearch, LevelResult
+from tuner.traffic.workload import PreparedTraffic, prepare
 
 
 def typical_wall(runs: dict[str, list[dict[str, float]]]) -> float:
@@ -43,6 +44,7 @@ class LoadSearch:
     feedback: Feedback
     _walls: dict[float, float] = field(default_factory=dict)  # load -> a typical run's seconds there (typical_wall)
     _benches: dict[tuple[float, int], Workbench] = field(default_factory=dict)
+    _prepared: dict[int, PreparedTraffic] = field(default_factory=dict)  # per workload seed: read and built once
 
     def run(self, start: float, span_s: float) -> None:
         """Search from ``start``; ``span_s``, the start load's send span, is the first guess of a run's length
@@ -90,6 +92,10 @@ class LoadSearch:
                 self._say_forecast(search, bracketed=True)
         self.record["search"]["stop"] = search.stop_reason
 
+    def prepared(self, seed: int, traffic: PreparedTraffic) -> None:
+        """Use ``traffic`` (already read and built) for the workload of ``seed`` instead of reading it again."""
+        self._prepared[seed] = traffic
+
     def _bench_at(self, load: float, tag: int) -> Workbench:
         """The engine with pass ``tag``'s requests at ``load``: a synthetic workload seeded by the pass (every load
         of a pass replays the same requests), a dataset's as they are."""
@@ -98,7 +104,9 @@ class LoadSearch:
         key = (load, seed)
         if key not in self._benches:
             seeded = self.experiment.model_copy(update={"workload": workload.model_copy(update={"seed": seed})})
-            self._benches[key] = Workbench(self.bench.session, at_load(seeded, self.knob, load))
+            if seed not in self._prepared:  # a trace is read and its requests built once, then re-timed per load
+                self._prepared[seed] = prepare(seeded, self.bench.session.vocab_size())
+            self._benches[key] = Workbench(self.bench.session, at_load(seeded, self.knob, load), self._prepared[seed])
         return self._benches[key]
 
     def _run_seconds(self, load: float) -> float:

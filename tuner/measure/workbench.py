@@ -14,7 +14,7 @@ from tuner.metrics.tail_attribution import attribute
 from tuner.metrics.timings import met_each, summarize
 from tuner.plugin.protocol import PLUGIN_ERROR, REPORT, RESET, ProcessReport, switch_request
 from tuner.traffic.requests import RequestSpec
-from tuner.traffic.workload import WorkloadRecord, build_requests, traffic
+from tuner.traffic.workload import PreparedTraffic, WorkloadRecord, build_requests, prepare
 from tuner.vllm.arguments import resolve_engine_args
 from tuner.vllm.imports import env_text
 
@@ -142,11 +142,13 @@ class Workbench:
             raise
         return bench
 
-    def __init__(self, session: EngineSession, experiment: Experiment) -> None:
+    def __init__(self, session: EngineSession, experiment: Experiment, prepared: PreparedTraffic | None = None) -> None:
+        """The engine of ``session`` with ``experiment``'s requests at its send times; ``prepared``: those requests
+        read and built already (sent at the experiment's timing), not read again."""
         self.session = session
         self.experiment = experiment
         self.strategies: dict[str, dict[str, Any]] = {}  # the set in force, as last switched to
-        planned = traffic(experiment, session.vocab_size())
+        planned = (prepared or prepare(experiment, session.vocab_size())).at(experiment)
         self.requests: list[RequestSpec] = planned.requests
         self.offsets: list[float] = planned.offsets
         self.workload: WorkloadRecord = planned.record

@@ -84,32 +84,68 @@ def replay_line(workload: Workload) -> str:
     return how + (f", at most {workload.concurrency} in flight" if workload.concurrency else "")
 
 
-def traffic(experiment: Experiment, vocab_size: int) -> Traffic:
-    """The experiment's requests, their send times and their record."""
+@dataclass(frozen=True)
+class PreparedTraffic:
+    """An experiment's requests, read (a dataset's) and built once: sent at another load (another rate, trace speed
+    or concurrency, :meth:`at`), only their send times and record change. A capacity search prepares its trace
+    once and re-times it per load."""
+
+    requests: list[RequestSpec]
+    dataset: DatasetRequests | None  # None: synthetic requests
+
+    def at(self, experiment: Experiment) -> Traffic:
+        """The requests with ``experiment``'s send times (its workload's timing; its requests must be these)."""
+        workload = experiment.workload
+        if self.dataset is None:
+            offsets = [float(t) for t in arrival_offsets(workload, len(self.requests))]
+            builder = ShapeBuilder()
+            for request, offset in zip(self.requests, offsets, strict=True):
+                builder.add(len(request.prompt_token_ids), request.max_tokens, offset)
+            record: WorkloadRecord = {
+                "source": "synthetic",
+                "dataset": None,
+                "replay": replay_line(workload),
+                "shape": builder.shape(),
+            }
+            return Traffic(self.requests, offsets, record)
+        offsets, record = _timed(self.dataset, experiment)
+        return Traffic(self.requests, offsets, record)
+
+
+def prepare(experiment: Experiment, vocab_size: int) -> PreparedTraffic:
+    """The experiment's requests, ready to be sent at any load (:meth:`PreparedTraffic.at`)."""
     workload = experiment.workload
     if workload.dataset is None:
-        requests = build_requests(workload, vocab_size)
-        offsets = [float(t) for t in arrival_offsets(workload, len(requests))]
-        builder = ShapeBuilder()
-        for request, offset in zip(requests, offsets, strict=True):
-            builder.add(len(request.prompt_token_ids), request.max_tokens, offset)
-        record: WorkloadRecord = {
-            "source": "synthetic",
-            "dataset": None,
-            "replay": replay_line(workload),
-            "shape": builder.shape(),
-        }
-        return Traffic(requests, offsets, record)
-    dataset, offsets, record = dataset_plan(experiment)
-    return Traffic(engine_requests(dataset, workload.dataset.block_size, workload.seed, vocab_size), offsets, record)
+        return PreparedTraffic(build_requests(workload, vocab_size), None)
+    dataset = _read(experiment)
+    return PreparedTraffic(engine_requests(dataset, workload.dataset.block_size, workload.seed, vocab_size), dataset)
+
+
+def traffic(experiment: Experiment, vocab_size: int) -> Traffic:
+    """The experiment's requests, their send times and their record."""
+    return prepare(experiment, vocab_size).at(experiment)
 
 
 def dataset_plan(experiment: Experiment) -> tuple[DatasetRequests, list[float], WorkloadRecord]:
     """A dataset experiment's requests as read, their send times and their record (no engine needed)."""
+    dataset = _read(experiment)
+    return (dataset, *_timed(dataset, experiment))
+
+
+def _read(experiment: Experiment) -> DatasetRequests:
+    spec = experiment.workload.dataset
+    assert spec is not None
+    return read_dataset(
+        spec, seed=experiment.workload.seed, engine=experiment.engine, max_model_len=context_limit(experiment)
+    )
+
+
+def _timed(dataset: DatasetRequests, experiment: Experiment) -> tuple[list[float], WorkloadRecord]:
+    """The dataset's send times at ``experiment``'s timing (the trace's times scaled, or an arrival process) and
+    the record of the workload so sent."""
     workload = experiment.workload
     spec = workload.dataset
     assert spec is not None
-    dataset = read_dataset(spec, seed=workload.seed, engine=experiment.engine, max_model_len=context_limit(experiment))
     if spec.schedule == "trace":
         offsets = trace_offsets(dataset.requests, spec.time_scale)
     else:
@@ -117,8 +153,8 @@ def dataset_plan(experiment: Experiment) -> tuple[DatasetRequests, list[float], 
     shape = dataset_shape(dataset, offsets if any(offsets) else None)
     record: WorkloadRecord = {
         "source": "dataset",
-        "dataset": dataset.record,
+        "dataset": {**dataset.record, "schedule": spec.schedule, "time_scale": spec.time_scale},  # as sent here
         "replay": replay_line(workload),
         "shape": shape,
     }
-    return dataset, offsets, record
+    return offsets, record
