@@ -22,7 +22,9 @@ The step grains are measured by the body of their steps, as the tool's are, its 
 breached guard is never nominated) and at every confirmation look (:func:`tuner.sweep.confirmation.guard_check`).
 ``gpu_*``: sweeps whose 8 step trials are in the H100 recordings' shape (5% of steps holding a pause past the cap:
 the body's per-pair SD 0.31 against the plain mean's 0.44; 60 s of screening, 300 s of confirmation), A/A and one
-real +2% trial.
+real +2% trial, 1000 sweeps each. The promise counts the guard: a candidate measured by the body is confirmed
+only where its guard also holds, so its power is the body's times the guard's
+(:func:`tuner.stats.guarded_power`, from the whole time's per-pair SD in its screening).
 
 Each again (``*_drift``) where the promise rests on a calibration of 300 pairs and the sweep's host noise then
 stands exp(0.35 z) times where it was calibrated (:data:`tuner.stats.sd_prediction.DRIFT`, this CPU's), the 8 step
@@ -196,8 +198,8 @@ def main() -> None:
     runs = [(name, gain, sweeps, drift, DRIFTING_GRAINS if drift else GRAINS, BUDGET_S)
             for (name, gain, sweeps), drift in itertools.product(scenarios, (False, True))]  # fmt: skip
     runs += [
-        ("gpu_aa", 0.0, args.sweeps // 2, False, GPU_GRAINS, GPU_BUDGET_S),
-        ("gpu_step_gain_2pct", 0.02, args.sweeps // 2, False, GPU_GRAINS, GPU_BUDGET_S),
+        ("gpu_aa", 0.0, args.sweeps, False, GPU_GRAINS, GPU_BUDGET_S),
+        ("gpu_step_gain_2pct", 0.02, args.sweeps, False, GPU_GRAINS, GPU_BUDGET_S),
     ]
     for name, gain, sweeps, drift, grains, budget_s in runs:
         spec = SweepSpec(

@@ -232,30 +232,35 @@ def drifted(grain: SimGrain, factor: float) -> SimGrain:
     return replace(grain, host=host)
 
 
-def _screen(spec: SweepSpec, grains: tuple[SimGrain, ...], seed: int) -> list[ScreeningResult]:
-    """Every trial screened at its grain's budget (grains batched), in trial order."""
+def _screen(
+    spec: SweepSpec, grains: tuple[SimGrain, ...], seed: int
+) -> tuple[list[ScreeningResult], list[float | None]]:
+    """Every trial screened at its grain's budget (grains batched), in trial order, and for those measured by the
+    body the per-pair SD of their whole time (what their guard's power rests on)."""
     gains = np.asarray(spec.gains)
     results: dict[int, ScreeningResult] = {}
+    guard_sds: dict[int, float | None] = {}
     for g, grain in enumerate(dict.fromkeys(grains)):
         index = [j for j, mine in enumerate(grains) if mine == grain]
         data = simulate_pairs(
             grain.host, grain.screening_pairs, reps=len(index), gain=gains[index], seed=seed + g, body=grain.body
         )
-        breached = _breached(data, GUARD_MARGIN) if grain.body else np.zeros(len(index), dtype=bool)
-        for j, e, out in zip(index, data.estimates(n_permutations=SCREENING_FLIPS, seed=seed), breached, strict=True):
-            results[j] = ScreeningResult(j, not out, e)  # a breached guard: never nominated, as the tool's
-    return [results[j] for j in range(len(spec.gains))]
+        wholes = _wholes(data) if grain.body else [None] * len(index)
+        for j, e, whole in zip(index, data.estimates(n_permutations=SCREENING_FLIPS, seed=seed), wholes, strict=True):
+            breached = whole is not None and whole.ci_high < 1 / (1 + GUARD_MARGIN)  # throughput: shown worse
+            results[j] = ScreeningResult(j, not breached, e)  # a breached guard: never nominated, as the tool's
+            guard_sds[j] = whole.log_sd if whole is not None else None
+    trials = range(len(spec.gains))
+    return [results[j] for j in trials], [guard_sds[j] for j in trials]
 
 
-def _breached(data: PairData, margin: float) -> npt.NDArray[np.bool_]:
-    """Per replicate, whether the whole time is shown longer than ``1 + margin`` times the reference's (the
-    throughput ratio's upper bound below ``1 / (1 + margin)``)."""
+def _wholes(data: PairData) -> list[RatioEstimate]:
+    """Per replicate, the whole time's throughput ratio (pauses included): what the guard reads."""
     assert data.trial_whole is not None and data.reference_whole is not None
-    whole = ratio_of_sums_estimates(
+    return ratio_of_sums_estimates(
         data.trial_amount, data.trial_whole, data.reference_amount, data.reference_whole,
         n_permutations=SCREENING_FLIPS,
     )  # fmt: skip
-    return np.array([e.ci_high < 1 / (1 + margin) for e in whole])
 
 
 def run_sweep(spec: SweepSpec, seed: int) -> SweepOutcome:
@@ -267,10 +272,16 @@ def run_sweep(spec: SweepSpec, seed: int) -> SweepOutcome:
     host_rng = np.random.default_rng(host_seed)
     factor = math.exp(spec.host_drift * host_rng.standard_normal()) if spec.host_drift else 1.0
     grains = tuple(drifted(g, factor) for g in spec.grains) if factor != 1.0 else spec.grains
-    screening = _screen(spec, grains, screen_seed)
+    screening, guard_sds = _screen(spec, grains, screen_seed)
     chosen = [r for r in select_candidates(screening, None, design.min_effect) if r.estimate is not None]
     ranked = [
-        (Candidate(r.trial, {}, "steps", grains[r.trial].pairs_per_s, grains[r.trial].name), e.log_sd, e.n)
+        (
+            Candidate(
+                r.trial, {}, "steps", grains[r.trial].pairs_per_s, grains[r.trial].name, guard_sd=guard_sds[r.trial]
+            ),
+            e.log_sd,
+            e.n,
+        )
         for r in chosen
         if (e := r.estimate) is not None
     ]
@@ -329,10 +340,15 @@ def nominal_sd(grain: SimGrain) -> float:
     return _nominal_sd(grain.host, grain.body)
 
 
+def nominal_guard_sd(grain: SimGrain) -> float | None:
+    """The per-pair SD of ``grain``'s whole time where it is measured by the body (None: not)."""
+    return _nominal_sd(grain.host, whole=True) if grain.body else None
+
+
 @functools.cache
-def _nominal_sd(host: Host, body: bool = False) -> float:
-    data = simulate_pairs(host, 4000, reps=8, seed=1, body=body)
-    estimates = data.estimates(n_resamples=20, n_permutations=9)
+def _nominal_sd(host: Host, body: bool = False, whole: bool = False) -> float:
+    data = simulate_pairs(host, 4000, reps=8, seed=1, body=body or whole)
+    estimates = _wholes(data) if whole else data.estimates(n_resamples=20, n_permutations=9)
     return float(np.sqrt(np.mean([e.log_sd**2 for e in estimates])))
 
 
@@ -374,19 +390,26 @@ def _promise_curve(spec: SweepSpec, best: int) -> tuple[_Array, _Array]:
 def _promise_at(spec: SweepSpec, best: int, scale: float) -> float:
     grain, design = spec.grains[best], spec.design
     m = min(design.m, len(spec.gains))
-    candidate = Candidate(best, {}, "steps", grain.pairs_per_s, grain.name)
+    candidate = Candidate(
+        best, {}, "steps", grain.pairs_per_s, grain.name, guard_sd=_scaled(nominal_guard_sd(grain), scale)
+    )
     plan = plan_candidate(candidate, scale * nominal_sd(grain), 10**6, budget_s=spec.budget_s, m=m, design=design)
     rankings = [
         Ranking.of(
             scale * nominal_sd(g), g.screening_pairs,
             plan_candidate(
-                Candidate(j, {}, "steps", g.pairs_per_s, g.name), scale * nominal_sd(g), 10**6,
+                Candidate(j, {}, "steps", g.pairs_per_s, g.name, guard_sd=_scaled(nominal_guard_sd(g), scale)),
+                scale * nominal_sd(g), 10**6,
                 budget_s=spec.budget_s, m=design.m, design=design,
             ),
         )
         for j, g in enumerate(spec.grains)
     ]  # fmt: skip
     return sweep_power(spec.gains[best], plan, rankings[best], rankings[:best] + rankings[best + 1 :])
+
+
+def _scaled(sd: float | None, scale: float) -> float | None:
+    return None if sd is None else sd * scale
 
 
 def run_sweeps(spec: SweepSpec, reps: int, seed: int) -> list[SweepOutcome]:

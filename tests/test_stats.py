@@ -19,6 +19,9 @@ from tuner.stats import (
     boundary_crossing,
     detection_power,
     false_positive_rate,
+    guarded_mde,
+    guarded_pairs_needed,
+    guarded_power,
     holm,
     least_pairs,
     mde,
@@ -681,6 +684,29 @@ def test_power_functions_agree() -> None:
     assert mde(0.15, 0) == math.inf
     with pytest.raises(ValueError):
         pairs_needed(0.0, 0.01)
+
+
+def test_the_guarded_power_is_the_bodys_times_its_guards_and_its_mde_and_pairs_invert_it() -> None:
+    """A body measured with the whole time guarded: a guard whose SD is tiny costs nothing; a noisy one costs
+    power; the guarded MDE and pairs needed invert the guarded power (80% at them, less one pair below); and a
+    simulated guard (the whole time's bound at the look's boundary within +0.5%) holds as often as the formula says
+    at one look."""
+    body = detection_power(0.15, 900, 0.02, m=2, looks=4)
+    assert guarded_power(0.15, 1e-6, 900, 0.02, margin=0.005, m=2, looks=4) == pytest.approx(body)
+    assert guarded_power(0.15, 0.40, 900, 0.02, margin=0.005, m=2, looks=4) < body - 0.05
+    effect = guarded_mde(0.15, 0.40, 900, margin=0.005, m=2, looks=4)
+    assert effect > mde(0.15, 900, m=2, looks=4)
+    assert guarded_power(0.15, 0.40, 900, effect, margin=0.005, m=2, looks=4) == pytest.approx(0.8, abs=1e-6)
+    n = guarded_pairs_needed(0.15, 0.40, 0.01, margin=0.005, m=3, looks=4)
+    assert guarded_power(0.15, 0.40, n, 0.01, margin=0.005, m=3, looks=4) >= 0.8
+    assert guarded_power(0.15, 0.40, n - 1, 0.01, margin=0.005, m=3, looks=4) < 0.8
+    rng = np.random.default_rng(5)
+    n, whole_sd, gain, margin = 400, 0.4, 0.01, 0.005
+    bound = norm.isf(0.025)
+    means = rng.normal(-math.log1p(gain), whole_sd / math.sqrt(n), 20_000)  # log whole-time ratio, trial / reference
+    held = float(np.mean(means + bound * whole_sd / math.sqrt(n) < math.log1p(margin)))
+    formula = guarded_power(1e-6, whole_sd, n, gain, margin=margin) / detection_power(1e-6, n, gain)
+    assert held == pytest.approx(formula, abs=0.015)
 
 
 def test_mirrored_order() -> None:

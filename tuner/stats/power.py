@@ -44,6 +44,77 @@ def detection_power(
     return boundary_crossing(_obf_constant(alpha / m, fractions), fractions, drift)
 
 
+def guarded_power(
+    log_sd: float,
+    guard_sd: float,
+    n_pairs: int,
+    effect: float,
+    *,
+    margin: float,
+    alpha: float = 0.025,
+    m: int = 1,
+    looks: int = 1,
+) -> float:
+    """:func:`detection_power` of the body (per-pair SD ``log_sd``) times the chance that its guard holds: the whole
+    time (per-pair SD ``guard_sd``, the same gain ``effect``: pauses unchanged) shown within ``margin`` by the same
+    O'Brien-Fleming test at level alpha / m. Both must hold for a win; their positive correlation makes the product
+    a lower bound."""
+    body = detection_power(log_sd, n_pairs, effect, alpha=alpha, m=m, looks=looks)
+    fractions = _equal_looks(looks)
+    drift = (math.log1p(effect) + math.log1p(margin)) * math.sqrt(n_pairs) / guard_sd
+    return body * boundary_crossing(_obf_constant(alpha / m, fractions), fractions, drift)
+
+
+def guarded_mde(
+    log_sd: float,
+    guard_sd: float,
+    n_pairs: int,
+    *,
+    margin: float,
+    alpha: float = 0.025,
+    m: int = 1,
+    power: float = 0.8,
+    looks: int = 1,
+) -> float:
+    """The gain :func:`guarded_power` confirms with ``power`` at ``n_pairs`` (inf without pairs)."""
+    _check_power_args(log_sd, alpha, m, power, looks)
+    if n_pairs < 1:
+        return math.inf
+
+    def short(effect: float) -> float:
+        return guarded_power(log_sd, guard_sd, n_pairs, effect, margin=margin, alpha=alpha, m=m, looks=looks) - power
+
+    low = mde(log_sd, n_pairs, alpha=alpha, m=m, power=power, looks=looks)  # the body alone: a lower bound
+    high = max(2 * low, 1e-6)
+    while short(high) < 0:
+        if high > 1e6:
+            return math.inf
+        high *= 2
+    return float(_opt.brentq(short, low, high, xtol=1e-9)) if short(low) < 0 else low
+
+
+def guarded_pairs_needed(
+    log_sd: float,
+    guard_sd: float,
+    effect: float,
+    *,
+    margin: float,
+    alpha: float = 0.025,
+    m: int = 1,
+    power: float = 0.8,
+    looks: int = 1,
+) -> int:
+    """The fewest pairs whose :func:`guarded_power` at ``effect`` reaches ``power``."""
+    low = pairs_needed(log_sd, effect, alpha=alpha, m=m, power=power, looks=looks)  # the body alone
+    whole = pairs_needed(guard_sd, (1 + effect) * (1 + margin) - 1, alpha=alpha, m=m, power=power, looks=looks)
+    high = max(low, whole) * 4
+    while low < high:
+        middle = (low + high) // 2
+        found = guarded_power(log_sd, guard_sd, middle, effect, margin=margin, alpha=alpha, m=m, looks=looks)
+        low, high = (middle + 1, high) if found < power else (low, middle)
+    return low
+
+
 def mde(log_sd: float, n_pairs: int, *, alpha: float = 0.025, m: int = 1, power: float = 0.8, looks: int = 1) -> float:
     """Minimum detectable relative gain (0.01 = +1%) with ``n_pairs`` pairs: the gain confirmed with probability
     ``power`` by the test of :func:`detection_power`. inf without pairs."""

@@ -102,6 +102,7 @@ def candidate(row: Mapping[str, Any], metric: str) -> Candidate:
             block_steps=steps["block_steps"],
             left_out=tuple(steps.get("left_out") or ()),
             collector_share=collector_s / (steps["elapsed_s"] + collector_s) if pacing else 0.0,
+            guard_sd=((steps.get("guard") or {}).get("whole") or {}).get("log_sd"),  # the body's (since 2026-11-29)
         )
     return Candidate(row["number"], row["strategies"], "runs", 1 / (2 * statistics.median(walls)), "run-level pairs")
 

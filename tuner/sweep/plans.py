@@ -23,7 +23,19 @@ from typing import Any
 
 from scipy import stats as _st
 
-from tuner.stats import SdPrediction, detection_power, least_pairs, mde, obf_boundaries, pairs_needed, predict_sd
+from tuner.stats import (
+    GUARD_MARGIN,
+    SdPrediction,
+    detection_power,
+    guarded_mde,
+    guarded_pairs_needed,
+    guarded_power,
+    least_pairs,
+    mde,
+    obf_boundaries,
+    pairs_needed,
+    predict_sd,
+)
 
 CONFIRMATION_PACE = 0.8
 """The share of the screening's pair rate a confirmation is planned at: a confirmation measures pairs more slowly
@@ -66,6 +78,7 @@ class Candidate:
     engine: dict[str, Any] = field(default_factory=dict)  # restarts: its engine-arg overrides
     env: dict[str, Any] = field(default_factory=dict)  # restarts: its vLLM environment variable overrides
     collector_share: float = 0.0  # GC pacing: the share of its engine time the collector takes (0: not paced)
+    guard_sd: float | None = None  # the body's: its screening's per-pair SD of the whole time, which its guard reads
 
     @property
     def paced(self) -> bool:
@@ -115,7 +128,20 @@ class CandidatePlan:
         if not (math.isfinite(log_sd) and log_sd > 0) or n < 1:
             return math.inf
         d = self.design
-        return mde(log_sd, n, alpha=d.alpha, m=self.m, power=d.power if power is None else power, looks=len(self.looks))
+        wanted = d.power if power is None else power
+        if (guard := self._guard_sd(log_sd)) is not None:
+            return guarded_mde(
+                log_sd, guard, n, margin=GUARD_MARGIN, alpha=d.alpha, m=self.m, power=wanted, looks=len(self.looks)
+            )
+        return mde(log_sd, n, alpha=d.alpha, m=self.m, power=wanted, looks=len(self.looks))
+
+    def _guard_sd(self, log_sd: float) -> float | None:
+        """The whole time's per-pair SD where the body's SD is ``log_sd`` (the screening's ratio kept; None: no
+        guard, or none known)."""
+        guard = self.candidate.guard_sd
+        if guard is None or not (math.isfinite(guard) and guard > 0 and self.log_sd > 0):
+            return None
+        return guard * log_sd / self.log_sd
 
     @property
     def least_confirmable(self) -> float:
@@ -144,13 +170,24 @@ class CandidatePlan:
         if not (math.isfinite(self.log_sd) and self.log_sd > 0):
             return None
         d = self.design
+        if (guard := self._guard_sd(self.log_sd)) is not None:
+            return guarded_pairs_needed(
+                self.log_sd, guard, d.min_effect, margin=GUARD_MARGIN, alpha=d.alpha, m=self.m, power=d.power,
+                looks=len(self.looks),
+            )  # fmt: skip
         return pairs_needed(self.log_sd, d.min_effect, alpha=d.alpha, m=self.m, power=d.power, looks=len(self.looks))
 
     def power_at(self, effect: float) -> float:
-        """The chance that a true gain ``effect`` is confirmed by this plan (its own level alpha / m)."""
+        """The chance that a true gain ``effect`` is confirmed by this plan (its own level alpha / m): where it is
+        measured by the body, times the chance its guard holds (:func:`tuner.stats.guarded_power`)."""
         if not (math.isfinite(self.log_sd) and self.log_sd > 0):
             return 0.0
         d = self.design
+        if (guard := self._guard_sd(self.log_sd)) is not None:
+            return guarded_power(
+                self.log_sd, guard, self.pairs, effect, margin=GUARD_MARGIN, alpha=d.alpha, m=self.m,
+                looks=len(self.looks),
+            )  # fmt: skip
         return detection_power(self.log_sd, self.pairs, effect, alpha=d.alpha, m=self.m, looks=len(self.looks))
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,6 +202,7 @@ class CandidatePlan:
             "sd_pairs": self.sd_pairs,
             "sd_low": finite_or_none(self.predicted_sd.low),
             "sd_upper": finite_or_none(self.predicted_sd.high),
+            "guard_sd": finite_or_none(c.guard_sd) if c.guard_sd is not None else None,
             "pairs": self.pairs,
             "looks": list(self.looks),
             "budget_s": self.budget_s,

@@ -240,9 +240,10 @@ def group_powers(groups: Sequence[tuple[Noise, int, int, CandidatePlan | None]],
 def plan_lines(plan: CandidatePlan) -> list[str]:
     """One candidate's plan in words: its noise, then what its budget holds and detects."""
     c, d = plan.candidate, plan.design
+    guarded = f"; the body's, its guard's whole time {c.guard_sd:.3g}" if c.guard_sd else ""
     head = (
         f"trial {c.trial} ({c.method}, {c.grain}): per-pair SD {plan.predicted_sd.words()} from {plan.sd_pairs} "
-        f"pairs, {c.pairs_per_s:.3g} pairs/s"
+        f"pairs{guarded}, {c.pairs_per_s:.3g} pairs/s"
     )
     holds = f"confirmation: {plan.budget_s:g} s hold {plan.pairs} pairs in {len(plan.looks)} look(s)"
     if not plan.measurable:
@@ -261,7 +262,9 @@ def plan_lines(plan: CandidatePlan) -> list[str]:
     return [
         head,
         f"{holds} detect {_pct(plan.mde)} ({_pct(plan.mde_upper)} at the top of the SD's range) with "
-        f"{d.power:.0%} power (one-sided {d.alpha:g}, Holm over {plan.m}){need}",
+        f"{d.power:.0%} power (one-sided {d.alpha:g}, Holm over {plan.m}"
+        + ("; the guard holding too" if c.guard_sd else "")
+        + f"){need}",
     ]
 
 
