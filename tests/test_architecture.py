@@ -10,6 +10,7 @@ dependency a reader has to follow.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +187,60 @@ def test_every_registered_command_is_in_the_command_table() -> None:
     registered = _registered(typer.main.get_command(app))
     assert registered == {c.name for c in COMMANDS}
     assert all(module in _modules() for module in COMMAND_MODULES), COMMAND_MODULES
+
+
+def _documented_commands(doc: Path) -> list[str]:
+    """The commands a document's command table lists: each row's longest run of lower-case words after ``tuner``
+    (``tuner export bench RESULT -o FILE`` -> ``export bench``)."""
+    names = {c.name for c in COMMANDS}
+    found = []
+    for words in re.findall(r"^\| `tuner ((?:[a-z][a-z-]* ?)+)", doc.read_text(encoding="utf-8"), re.MULTILINE):
+        parts = words.split()
+        found.append(
+            next((" ".join(parts[:k]) for k in range(len(parts), 0, -1) if " ".join(parts[:k]) in names), words)
+        )
+    return found
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/commands.md"])
+def test_the_readme_and_the_commands_page_list_the_command_table(doc: str) -> None:
+    """Each lists every command of the table once, and nothing else."""
+    listed = _documented_commands(ROOT / doc)
+    assert sorted(listed) == sorted(c.name for c in COMMANDS), listed
+
+
+def _doc_units(text: str) -> list[str]:
+    """A document's table rows and bullet items (each with its indented continuation lines)."""
+    units: list[list[str]] = []
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("|"):
+            units.append([line])
+            current = None
+        elif re.match(r"^\s*- ", line):
+            current = [line]
+            units.append(current)
+        elif current is not None and line.startswith("  ") and line.strip():
+            current.append(line)
+        else:
+            current = None
+    return ["\n".join(unit) for unit in units]
+
+
+def test_every_module_of_the_package_is_named_in_the_architecture_page() -> None:
+    """Every module of ``tuner/`` is named in ``docs/architecture.md``: by its path, or as `` `name.py` `` in a
+    table row or bullet that names its package (a top-level module: the "top level" row)."""
+    units = _doc_units((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    missing = []
+    for path in sorted((ROOT / "tuner").rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        if path.name == "__init__.py":
+            continue
+        package = f"{relative.parts[0]}/{relative.parts[1]}/" if len(relative.parts) > 2 else "top level"
+        named = f"`{path.name}`"
+        if not any(relative.as_posix() in unit or (package in unit and named in unit) for unit in units):
+            missing.append(relative.as_posix())
+    assert not missing, f"not named in docs/architecture.md: {missing}"
 
 
 def test_no_command_imports_another_commands_modules() -> None:
