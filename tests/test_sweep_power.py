@@ -117,3 +117,20 @@ def test_without_a_calibration_step_noise_is_unknown_until_screening(tmp_path: P
     power = statement(tmp_path, None)
     steps = next(g for g in power["groups"] if g["grain"] == "1-step blocks")
     assert steps["log_sd"] is None and "no calibration" in steps["source"] and steps["confirmation"] is None
+
+
+def test_a_calibration_measured_by_the_body_states_the_guards_noise_and_power_counts_it(tmp_path: Path) -> None:
+    """The calibration's step A/A measured by the body also records its whole time's SD: the statement quotes it,
+    and a whole time twice as noisy as the body (pauses past the cap, as an H100's) costs the planned confirmation
+    power: a larger MDE and a lower chance for a min_effect trial than the body alone would promise."""
+    calibration = record()
+    calibration["precision"][1] |= {"log_sd": 0.05, "pairs": 300, "elapsed_s": 15.0}
+    alone = next(g for g in statement(tmp_path, calibration)["groups"] if g["grain"] == "2-step blocks")
+    calibration["precision"][1]["guard_log_sd"] = 0.10
+    power = statement(tmp_path, calibration)
+    guarded = next(g for g in power["groups"] if g["grain"] == "2-step blocks")
+    assert guarded["guard_sd"] == 0.10 and alone["guard_sd"] is None
+    assert guarded["confirmation"]["mde"] > alone["confirmation"]["mde"]
+    assert guarded["sweep_power"] < alone["sweep_power"]
+    text = "\n".join(power["lines"])
+    assert "(the body's; its guard's whole time 0.1)" in text and "the guard holding too" in text

@@ -156,7 +156,10 @@ def _interval(estimate: RatioEstimate | None) -> tuple[float, float] | None:
 
 
 def _precision(result: InterleaveResult, method: Method, block_steps: int) -> Precision:
-    return _precision_of(result.estimate, method, block_steps, len(result.sums), result.elapsed_s)
+    precision = _precision_of(result.estimate, method, block_steps, len(result.sums), result.elapsed_s)
+    if result.guard is not None:  # measured by the body: its guard's noise too
+        precision["guard_log_sd"] = result.guard.whole.log_sd
+    return precision
 
 
 def _precision_of(

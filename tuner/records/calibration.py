@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal, TypedDict, cast
+from typing import Literal, NotRequired, TypedDict, cast
 
 from tuner.records.files import read_schema_json, write_json
 
@@ -34,6 +34,8 @@ class Precision(TypedDict):
     ratio: float | None  # the A/A estimate: 1 within its CI when calibrated
     ci: tuple[float, float] | None
     engine_s_per_pct: float
+    guard_log_sd: NotRequired[float | None]  # steps by the body: the whole time's per-pair SD, its guard's noise
+    # (absent in calibrations before 2026-11-29)
 
 
 class Recovery(TypedDict):

@@ -43,7 +43,8 @@ def calibrated_noise(calibration: Calibration | None, grain: Grain) -> Noise:
     for p in calibration["precision"]:
         if p["method"] == "steps" and p["block_steps"] == grain.block_steps and p["pairs"] >= 2 and p["elapsed_s"] > 0:
             source = f"the calibration's A/A at this block length ({p['pairs']} pairs, {calibration['created']})"
-            return Noise("steps", label, p["log_sd"], p["pairs"], p["pairs"] / p["elapsed_s"], source)
+            guard = p.get("guard_log_sd")  # the body's guard, in calibrations since 2026-11-29
+            return Noise("steps", label, p["log_sd"], p["pairs"], p["pairs"] / p["elapsed_s"], source, guard)
     return Noise(
         "steps", label, None, 0, None, "never calibrated at this block length: measured by each trial's screening"
     )
@@ -124,7 +125,7 @@ def power_before_screening(
         screening = _screening_pairs(noise, search)
         plan = None
         if noise.known and noise.log_sd is not None and noise.pairs_per_s is not None:
-            candidate = Candidate(-1, {}, noise.method, noise.pairs_per_s, noise.grain)
+            candidate = Candidate(-1, {}, noise.method, noise.pairs_per_s, noise.grain, guard_sd=noise.guard_sd)
             plan = plan_candidate(
                 candidate, noise.log_sd, noise.sd_pairs, budget_s=search.confirm.budget_s, m=m, design=design
             )

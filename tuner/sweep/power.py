@@ -122,6 +122,7 @@ class Noise:
     sd_pairs: int
     pairs_per_s: float | None
     source: str
+    guard_sd: float | None = None  # measured by the body: the whole time's per-pair SD, its guard's noise
 
     @property
     def known(self) -> bool:
@@ -163,7 +164,9 @@ class GroupPower:
         if predicted is None or self.plan is None or n.pairs_per_s is None:
             return [f"{head}: {n.source}"]
         lines = [
-            f"{head}: per-pair SD {predicted.words()} and {n.pairs_per_s:.3g} pairs/s, from {n.source}",
+            f"{head}: per-pair SD {predicted.words()}"
+            + (f" (the body's; its guard's whole time {n.guard_sd:.3g})" if n.guard_sd else "")
+            + f" and {n.pairs_per_s:.3g} pairs/s, from {n.source}",
             f"  screening: {screening_budget} per trial detect "
             f"{_pct(self.screening_mde())} ({_pct(self.screening_mde(upper=True))} at the top of the SD's range); "
             "a screening call is unadjusted and only nominates candidates",
@@ -182,6 +185,7 @@ class GroupPower:
         return {
             "method": n.method,
             "grain": n.grain,
+            "guard_sd": n.guard_sd,
             "trials": self.trials,
             "source": n.source,
             "log_sd": n.log_sd,
@@ -210,8 +214,7 @@ def group_powers(groups: Sequence[tuple[Noise, int, int, CandidatePlan | None]],
     def power_at(index: int, factor: float) -> float:
         """The chance for a trial of group ``index`` with every group's noise ``factor`` times its measured SD."""
         scaled = [
-            (noise, trials, pairs, replace(plan, log_sd=plan.log_sd * factor) if plan else None)
-            for noise, trials, pairs, plan in groups
+            (noise, trials, pairs, _scaled(plan, factor) if plan else None) for noise, trials, pairs, plan in groups
         ]
         rankings = [
             (i, ranking(replace(noise, log_sd=noise.log_sd * factor), pairs, plan))
@@ -232,6 +235,13 @@ def group_powers(groups: Sequence[tuple[Noise, int, int, CandidatePlan | None]],
             power = sum(w * power_at(index, f) for f, w in drift_factors(noise.sd_pairs))
         out.append(GroupPower(noise, trials, pairs, plan, power, design))
     return out
+
+
+def _scaled(plan: CandidatePlan, factor: float) -> CandidatePlan:
+    """``plan`` with its noise, the body's and its guard's, ``factor`` times what was measured."""
+    guard = plan.candidate.guard_sd
+    candidate = replace(plan.candidate, guard_sd=guard * factor if guard is not None else None)
+    return replace(plan, log_sd=plan.log_sd * factor, candidate=candidate)
 
 
 # ------------------------------------------------------------------------------------- before confirmation
