@@ -13,15 +13,13 @@ from hypothesis import strategies as st
 from scipy.stats import binom, norm
 
 from tuner.stats import (
+    Guard,
     RatioEstimate,
     Statistic,
     Verdict,
     boundary_crossing,
     detection_power,
     false_positive_rate,
-    guarded_mde,
-    guarded_pairs_needed,
-    guarded_power,
     holm,
     least_pairs,
     mde,
@@ -692,20 +690,21 @@ def test_the_guarded_power_is_the_bodys_times_its_guards_and_its_mde_and_pairs_i
     simulated guard (the whole time's bound at the look's boundary within +0.5%) holds as often as the formula says
     at one look."""
     body = detection_power(0.15, 900, 0.02, m=2, looks=4)
-    assert guarded_power(0.15, 1e-6, 900, 0.02, margin=0.005, m=2, looks=4) == pytest.approx(body)
-    assert guarded_power(0.15, 0.40, 900, 0.02, margin=0.005, m=2, looks=4) < body - 0.05
-    effect = guarded_mde(0.15, 0.40, 900, margin=0.005, m=2, looks=4)
+    noisy = Guard(0.40, 0.005)
+    assert detection_power(0.15, 900, 0.02, m=2, looks=4, guard=Guard(1e-6, 0.005)) == pytest.approx(body)
+    assert detection_power(0.15, 900, 0.02, m=2, looks=4, guard=noisy) < body - 0.05
+    effect = mde(0.15, 900, m=2, looks=4, guard=noisy)
     assert effect > mde(0.15, 900, m=2, looks=4)
-    assert guarded_power(0.15, 0.40, 900, effect, margin=0.005, m=2, looks=4) == pytest.approx(0.8, abs=1e-6)
-    n = guarded_pairs_needed(0.15, 0.40, 0.01, margin=0.005, m=3, looks=4)
-    assert guarded_power(0.15, 0.40, n, 0.01, margin=0.005, m=3, looks=4) >= 0.8
-    assert guarded_power(0.15, 0.40, n - 1, 0.01, margin=0.005, m=3, looks=4) < 0.8
+    assert detection_power(0.15, 900, effect, m=2, looks=4, guard=noisy) == pytest.approx(0.8, abs=1e-6)
+    n = pairs_needed(0.15, 0.01, m=3, looks=4, guard=noisy)
+    assert detection_power(0.15, n, 0.01, m=3, looks=4, guard=noisy) >= 0.8
+    assert detection_power(0.15, n - 1, 0.01, m=3, looks=4, guard=noisy) < 0.8
     rng = np.random.default_rng(5)
     n, whole_sd, gain, margin = 400, 0.4, 0.01, 0.005
     bound = norm.isf(0.025)
     means = rng.normal(-math.log1p(gain), whole_sd / math.sqrt(n), 20_000)  # log whole-time ratio, trial / reference
     held = float(np.mean(means + bound * whole_sd / math.sqrt(n) < math.log1p(margin)))
-    formula = guarded_power(1e-6, whole_sd, n, gain, margin=margin) / detection_power(1e-6, n, gain)
+    formula = detection_power(1e-6, n, gain, guard=Guard(whole_sd, margin))  # the body certain: the guard alone
     assert held == pytest.approx(formula, abs=0.015)
 
 

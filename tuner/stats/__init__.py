@@ -47,15 +47,7 @@ from tuner.stats.estimate import (
     within_margin,
 )
 from tuner.stats.knee_search import Forecast, KneeSearch, Probe
-from tuner.stats.power import (
-    detection_power,
-    guarded_mde,
-    guarded_pairs_needed,
-    guarded_power,
-    mde,
-    mirrored_order,
-    pairs_needed,
-)
+from tuner.stats.power import Guard, detection_power, mde, mirrored_order, pairs_needed
 from tuner.stats.ratio_of_sums import (
     MIN_SIGN_FLIP_PAIRS,
     UNBOUNDED_LOG,
@@ -77,6 +69,7 @@ __all__ = [
     "CapacityEstimate",
     "Crossing",
     "Forecast",
+    "Guard",
     "KneeSearch",
     "LevelResult",
     "PairedCounts",
@@ -95,9 +88,6 @@ __all__ = [
     "drift_factors",
     "excess_kurtosis",
     "false_positive_rate",
-    "guarded_mde",
-    "guarded_pairs_needed",
-    "guarded_power",
     "holm",
     "least_pairs",
     "mde",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+from dataclasses import dataclass
 
 from scipy import optimize as _opt
 
@@ -32,110 +33,99 @@ def _drift_for_power(alpha: float, m: int, power: float, looks: int) -> float:
     return float(_opt.brentq(lambda d: boundary_crossing(constant, fractions, d) - power, 0.0, 50.0, xtol=1e-9))
 
 
+@dataclass(frozen=True)
+class Guard:
+    """The body's guard as power sees it (:mod:`tuner.stats.body`): the whole time's per-pair log SD, and the
+    margin within which the whole time must be shown (the same gain assumed there: pauses unchanged)."""
+
+    sd: float
+    margin: float
+
+
 def detection_power(
-    log_sd: float, n_pairs: int, effect: float, *, alpha: float = 0.025, m: int = 1, looks: int = 1
-) -> float:
-    """Chance that a true relative gain ``effect`` (0.01 = +1%) is confirmed with ``n_pairs`` pairs of per-pair
-    log-ratio SD ``log_sd``: one-sided level alpha / m (Holm's first step among m candidates), O'Brien-Fleming
-    over ``looks`` equal looks (1 = a fixed-size test)."""
-    _check_power_args(log_sd, alpha, m, 0.5 + alpha / (2 * m), looks)
-    fractions = _equal_looks(looks)
-    drift = math.log1p(effect) * math.sqrt(n_pairs) / log_sd
-    return boundary_crossing(_obf_constant(alpha / m, fractions), fractions, drift)
-
-
-def guarded_power(
     log_sd: float,
-    guard_sd: float,
     n_pairs: int,
     effect: float,
     *,
-    margin: float,
     alpha: float = 0.025,
     m: int = 1,
     looks: int = 1,
+    guard: Guard | None = None,
 ) -> float:
-    """:func:`detection_power` of the body (per-pair SD ``log_sd``) times the chance that its guard holds: the whole
-    time (per-pair SD ``guard_sd``, the same gain ``effect``: pauses unchanged) shown within ``margin`` by the same
-    O'Brien-Fleming test at level alpha / m. Both must hold for a win; their positive correlation makes the product
-    a lower bound."""
-    body = detection_power(log_sd, n_pairs, effect, alpha=alpha, m=m, looks=looks)
+    """Chance that a true relative gain ``effect`` (0.01 = +1%) is confirmed with ``n_pairs`` pairs of per-pair
+    log-ratio SD ``log_sd``: one-sided level alpha / m (Holm's first step among m candidates), O'Brien-Fleming
+    over ``looks`` equal looks (1 = a fixed-size test). With a ``guard``, times the chance the whole time is shown
+    within its margin by the same test: both must hold for a win, and their positive correlation makes the
+    product a lower bound."""
+    _check_power_args(log_sd, alpha, m, 0.5 + alpha / (2 * m), looks)
     fractions = _equal_looks(looks)
-    drift = (math.log1p(effect) + math.log1p(margin)) * math.sqrt(n_pairs) / guard_sd
-    return body * boundary_crossing(_obf_constant(alpha / m, fractions), fractions, drift)
+    constant = _obf_constant(alpha / m, fractions)
+    power = boundary_crossing(constant, fractions, math.log1p(effect) * math.sqrt(n_pairs) / log_sd)
+    if guard is None:
+        return power
+    drift = (math.log1p(effect) + math.log1p(guard.margin)) * math.sqrt(n_pairs) / guard.sd
+    return power * boundary_crossing(constant, fractions, drift)
 
 
-def guarded_mde(
+def mde(
     log_sd: float,
-    guard_sd: float,
     n_pairs: int,
     *,
-    margin: float,
     alpha: float = 0.025,
     m: int = 1,
     power: float = 0.8,
     looks: int = 1,
+    guard: Guard | None = None,
 ) -> float:
-    """The gain :func:`guarded_power` confirms with ``power`` at ``n_pairs`` (inf without pairs)."""
+    """Minimum detectable relative gain (0.01 = +1%) with ``n_pairs`` pairs: the gain confirmed with probability
+    ``power`` by the test of :func:`detection_power` (its ``guard`` too). inf without pairs."""
     _check_power_args(log_sd, alpha, m, power, looks)
     if n_pairs < 1:
         return math.inf
+    alone = math.expm1(_drift_for_power(alpha, m, power, looks) * log_sd / math.sqrt(n_pairs))
+    if guard is None:
+        return alone
 
     def short(effect: float) -> float:
-        return guarded_power(log_sd, guard_sd, n_pairs, effect, margin=margin, alpha=alpha, m=m, looks=looks) - power
+        return detection_power(log_sd, n_pairs, effect, alpha=alpha, m=m, looks=looks, guard=guard) - power
 
-    low = mde(log_sd, n_pairs, alpha=alpha, m=m, power=power, looks=looks)  # the body alone: a lower bound
-    high = max(2 * low, 1e-6)
+    high = max(2 * alone, 1e-6)
     while short(high) < 0:
         if high > 1e6:
             return math.inf
         high *= 2
-    return float(_opt.brentq(short, low, high, xtol=1e-9)) if short(low) < 0 else low
+    return float(_opt.brentq(short, alone, high, xtol=1e-9)) if short(alone) < 0 else alone
 
 
-def guarded_pairs_needed(
+def pairs_needed(
     log_sd: float,
-    guard_sd: float,
     effect: float,
     *,
-    margin: float,
     alpha: float = 0.025,
     m: int = 1,
     power: float = 0.8,
     looks: int = 1,
-) -> int:
-    """The fewest pairs whose :func:`guarded_power` at ``effect`` reaches ``power``."""
-    low = pairs_needed(log_sd, effect, alpha=alpha, m=m, power=power, looks=looks)  # the body alone
-    whole = pairs_needed(guard_sd, (1 + effect) * (1 + margin) - 1, alpha=alpha, m=m, power=power, looks=looks)
-    high = max(low, whole) * 4
-    while low < high:
-        middle = (low + high) // 2
-        found = guarded_power(log_sd, guard_sd, middle, effect, margin=margin, alpha=alpha, m=m, looks=looks)
-        low, high = (middle + 1, high) if found < power else (low, middle)
-    return low
-
-
-def mde(log_sd: float, n_pairs: int, *, alpha: float = 0.025, m: int = 1, power: float = 0.8, looks: int = 1) -> float:
-    """Minimum detectable relative gain (0.01 = +1%) with ``n_pairs`` pairs: the gain confirmed with probability
-    ``power`` by the test of :func:`detection_power`. inf without pairs."""
-    _check_power_args(log_sd, alpha, m, power, looks)
-    if n_pairs < 1:
-        return math.inf
-    return math.expm1(_drift_for_power(alpha, m, power, looks) * log_sd / math.sqrt(n_pairs))
-
-
-def pairs_needed(
-    log_sd: float, effect: float, *, alpha: float = 0.025, m: int = 1, power: float = 0.8, looks: int = 1
+    guard: Guard | None = None,
 ) -> int:
     """Pairs (the maximum, with several looks) for which :func:`mde` is at most ``effect`` (0.01 = +1%).
 
     With looks=1 this is the textbook ((z_{1-alpha/m} + z_power) * log_sd / log(1 + effect))^2; O'Brien-Fleming
-    looks add a few percent to the maximum and save pairs on average when the gain is real.
+    looks add a few percent to the maximum and save pairs on average when the gain is real. With a ``guard``, the
+    fewest pairs at which :func:`detection_power` (the guard's too) reaches ``power``.
     """
     _check_power_args(log_sd, alpha, m, power, looks)
     if not (math.isfinite(effect) and effect > 0):
         raise ValueError(f"effect must be a positive relative gain, got {effect}")
-    return math.ceil((_drift_for_power(alpha, m, power, looks) * log_sd / math.log1p(effect)) ** 2 - 1e-9)
+    alone = math.ceil((_drift_for_power(alpha, m, power, looks) * log_sd / math.log1p(effect)) ** 2 - 1e-9)
+    if guard is None:
+        return alone
+    whole = pairs_needed(guard.sd, (1 + effect) * (1 + guard.margin) - 1, alpha=alpha, m=m, power=power, looks=looks)
+    low, high = alone, 4 * max(alone, whole)
+    while low < high:
+        middle = (low + high) // 2
+        found = detection_power(log_sd, middle, effect, alpha=alpha, m=m, looks=looks, guard=guard)
+        low, high = (middle + 1, high) if found < power else (low, middle)
+    return low
 
 
 def mirrored_order(n_pairs: int, *, seed: int) -> list[bool]:

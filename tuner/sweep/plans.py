@@ -25,11 +25,9 @@ from scipy import stats as _st
 
 from tuner.stats import (
     GUARD_MARGIN,
+    Guard,
     SdPrediction,
     detection_power,
-    guarded_mde,
-    guarded_pairs_needed,
-    guarded_power,
     least_pairs,
     mde,
     obf_boundaries,
@@ -129,19 +127,15 @@ class CandidatePlan:
             return math.inf
         d = self.design
         wanted = d.power if power is None else power
-        if (guard := self._guard_sd(log_sd)) is not None:
-            return guarded_mde(
-                log_sd, guard, n, margin=GUARD_MARGIN, alpha=d.alpha, m=self.m, power=wanted, looks=len(self.looks)
-            )
-        return mde(log_sd, n, alpha=d.alpha, m=self.m, power=wanted, looks=len(self.looks))
+        return mde(log_sd, n, alpha=d.alpha, m=self.m, power=wanted, looks=len(self.looks), guard=self._guard(log_sd))
 
-    def _guard_sd(self, log_sd: float) -> float | None:
-        """The whole time's per-pair SD where the body's SD is ``log_sd`` (the screening's ratio kept; None: no
-        guard, or none known)."""
+    def _guard(self, log_sd: float) -> Guard | None:
+        """Its guard where the body's SD is ``log_sd`` (the whole time's SD in the screening's ratio to the body's;
+        None: no guard, or none known)."""
         guard = self.candidate.guard_sd
         if guard is None or not (math.isfinite(guard) and guard > 0 and self.log_sd > 0):
             return None
-        return guard * log_sd / self.log_sd
+        return Guard(guard * log_sd / self.log_sd, GUARD_MARGIN)
 
     @property
     def least_confirmable(self) -> float:
@@ -170,25 +164,21 @@ class CandidatePlan:
         if not (math.isfinite(self.log_sd) and self.log_sd > 0):
             return None
         d = self.design
-        if (guard := self._guard_sd(self.log_sd)) is not None:
-            return guarded_pairs_needed(
-                self.log_sd, guard, d.min_effect, margin=GUARD_MARGIN, alpha=d.alpha, m=self.m, power=d.power,
-                looks=len(self.looks),
-            )  # fmt: skip
-        return pairs_needed(self.log_sd, d.min_effect, alpha=d.alpha, m=self.m, power=d.power, looks=len(self.looks))
+        return pairs_needed(
+            self.log_sd, d.min_effect, alpha=d.alpha, m=self.m, power=d.power, looks=len(self.looks),
+            guard=self._guard(self.log_sd),
+        )  # fmt: skip
 
     def power_at(self, effect: float) -> float:
         """The chance that a true gain ``effect`` is confirmed by this plan (its own level alpha / m): where it is
-        measured by the body, times the chance its guard holds (:func:`tuner.stats.guarded_power`)."""
+        measured by the body, times the chance its guard holds (:func:`tuner.stats.detection_power` with its guard)."""
         if not (math.isfinite(self.log_sd) and self.log_sd > 0):
             return 0.0
         d = self.design
-        if (guard := self._guard_sd(self.log_sd)) is not None:
-            return guarded_power(
-                self.log_sd, guard, self.pairs, effect, margin=GUARD_MARGIN, alpha=d.alpha, m=self.m,
-                looks=len(self.looks),
-            )  # fmt: skip
-        return detection_power(self.log_sd, self.pairs, effect, alpha=d.alpha, m=self.m, looks=len(self.looks))
+        return detection_power(
+            self.log_sd, self.pairs, effect, alpha=d.alpha, m=self.m, looks=len(self.looks),
+            guard=self._guard(self.log_sd),
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         c = self.candidate
