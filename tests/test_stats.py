@@ -685,14 +685,16 @@ def test_power_functions_agree() -> None:
 
 
 def test_the_guarded_power_is_the_bodys_times_its_guards_and_its_mde_and_pairs_invert_it() -> None:
-    """A body measured with the whole time guarded: a guard whose SD is tiny costs nothing; a noisy one costs
-    power; the guarded MDE and pairs needed invert the guarded power (80% at them, less one pair below); and a
+    """A body measured with the whole time guarded: a guard whose SD is tiny costs nothing, nor one that is the
+    body itself; a noisy one costs power; the guarded MDE and pairs needed invert the guarded power (80% at them, less one pair below); and a
     simulated guard (the whole time's bound at the look's boundary within +0.5%) holds as often as the formula says
     at one look."""
     body = detection_power(0.15, 900, 0.02, m=2, looks=4)
     noisy = Guard(0.40, 0.005)
     assert detection_power(0.15, 900, 0.02, m=2, looks=4, guard=Guard(1e-6, 0.005)) == pytest.approx(body)
     assert detection_power(0.15, 900, 0.02, m=2, looks=4, guard=noisy) < body - 0.05
+    # no excess above the caps: the whole time is the body, whose win already shows it within the margin
+    assert detection_power(0.15, 900, 0.02, m=2, looks=4, guard=Guard(0.15, 0.005)) == pytest.approx(body)
     effect = mde(0.15, 900, m=2, looks=4, guard=noisy)
     assert effect > mde(0.15, 900, m=2, looks=4)
     assert detection_power(0.15, 900, effect, m=2, looks=4, guard=noisy) == pytest.approx(0.8, abs=1e-6)

@@ -8,6 +8,7 @@ import random
 from dataclasses import dataclass
 
 from scipy import optimize as _opt
+from scipy import stats as _st
 
 from tuner.stats.sequential import _obf_constant, boundary_crossing
 
@@ -54,9 +55,11 @@ def detection_power(
 ) -> float:
     """Chance that a true relative gain ``effect`` (0.01 = +1%) is confirmed with ``n_pairs`` pairs of per-pair
     log-ratio SD ``log_sd``: one-sided level alpha / m (Holm's first step among m candidates), O'Brien-Fleming
-    over ``looks`` equal looks (1 = a fixed-size test). With a ``guard``, times the chance the whole time is shown
-    within its margin by the same test: both must hold for a win, and their positive correlation makes the
-    product a lower bound."""
+    over ``looks`` equal looks (1 = a fixed-size test). With a ``guard``, the chance that the whole time is also
+    shown within its margin by the same test: both must hold for a win. The two are joined by a Gaussian copula
+    with the correlation the body and the whole time have when the excess above the caps is independent of the
+    body (``log_sd / guard.sd``): the product where the excess dominates, the smaller of the two where there is
+    none (the whole time is then the body)."""
     _check_power_args(log_sd, alpha, m, 0.5 + alpha / (2 * m), looks)
     fractions = _equal_looks(looks)
     constant = _obf_constant(alpha / m, fractions)
@@ -64,7 +67,16 @@ def detection_power(
     if guard is None:
         return power
     drift = (math.log1p(effect) + math.log1p(guard.margin)) * math.sqrt(n_pairs) / guard.sd
-    return power * boundary_crossing(constant, fractions, drift)
+    return _both(power, boundary_crossing(constant, fractions, drift), min(1.0, log_sd / guard.sd))
+
+
+def _both(p: float, q: float, rho: float) -> float:
+    """P(both) of two events of chances ``p`` and ``q`` whose normal scores correlate by ``rho``."""
+    if min(p, q) <= 0.0 or max(p, q) >= 1.0 or rho >= 1.0 - 1e-9:
+        return min(p, q) if rho >= 1.0 - 1e-9 or max(p, q) >= 1.0 else 0.0
+    scores = [float(_st.norm.ppf(p)), float(_st.norm.ppf(q))]
+    joint = _st.multivariate_normal(mean=[0.0, 0.0], cov=[[1.0, rho], [rho, 1.0]]).cdf(scores)
+    return float(min(max(joint, p * q), min(p, q)))
 
 
 def mde(
