@@ -414,6 +414,23 @@ def test_the_search_runs_the_passes_its_pilot_planned() -> None:
     assert found is not None and found.precision < 0.5 and found.ci_low < 1 < found.ci_high
 
 
+def test_the_forecast_states_its_precision_as_a_range_that_narrows_as_rounds_are_measured() -> None:
+    """Once rounds are measured, the forecast's precision comes with the range the noise read from them may
+    stand in (:func:`tuner.stats.predict_sd`): it holds the point, and it is narrower after more rounds. Before
+    any round, from a guessed SD alone, the range is unbounded above."""
+    guessed = KneeSearch(5.0, 0.95, budget=400, precision=0.01).forecast(log_sd=0.05)
+    assert guessed.precision_range[0] <= guessed.precision and guessed.precision_range[1] == math.inf
+    widths = []
+    for budget in (60, 400):
+        search = KneeSearch(5.0, 0.95, budget=budget, precision=0.01)
+        _run(search)
+        forecast = search.forecast(log_sd=0.05)
+        low, high = forecast.precision_range
+        assert low < forecast.precision < high < math.inf
+        widths.append(math.log((1 + high) / (1 + low)) / forecast.precision)
+    assert widths[1] < widths[0]
+
+
 def test_a_planned_stop_waits_until_every_grid_load_has_two_rounds() -> None:
     """A load the last planned pass added has one round; the search runs one more pass before its planned stop,
     so no side of the curve at a planned stop is read from one run, or from none. Over 42 seeded searches (B 10%

@@ -684,11 +684,11 @@ def test_power_functions_agree() -> None:
         pairs_needed(0.0, 0.01)
 
 
-def test_the_guarded_power_is_the_bodys_times_its_guards_and_its_mde_and_pairs_invert_it() -> None:
+def test_the_guarded_power_joins_the_bodys_and_its_guards_and_its_mde_and_pairs_invert_it() -> None:
     """A body measured with the whole time guarded: a guard whose SD is tiny costs nothing, nor one that is the
-    body itself; a noisy one costs power; the guarded MDE and pairs needed invert the guarded power (80% at them, less one pair below); and a
-    simulated guard (the whole time's bound at the look's boundary within +0.5%) holds as often as the formula says
-    at one look."""
+    body itself; a noisy one costs power; the guarded MDE and pairs needed invert the guarded power (80% at them,
+    less one pair below); and a simulated guard (the whole time's bound at the look's boundary within +0.5%) holds
+    as often as the formula says at one look."""
     body = detection_power(0.15, 900, 0.02, m=2, looks=4)
     noisy = Guard(0.40, 0.005)
     assert detection_power(0.15, 900, 0.02, m=2, looks=4, guard=Guard(1e-6, 0.005)) == pytest.approx(body)

@@ -121,7 +121,11 @@ class LoadSearch:
         forecast = search.forecast()
         loads = f"{len(forecast.grid)} loads from {min(forecast.grid):.4g} to {max(forecast.grid):.4g}"
         if math.isfinite(forecast.precision):
-            expected = f"the capacity ratio's 95% CI is expected within +-{100 * forecast.precision:.1f}%"
+            low, high = (f"{100 * x:.1f}%" if math.isfinite(x) else "unbounded" for x in forecast.precision_range)
+            expected = (
+                f"the capacity ratio's 95% CI is expected within +-{100 * forecast.precision:.1f}% "
+                f"(+-{low} to +-{high} as the noise may stand)"
+            )
         else:
             expected = "its precision is stated once the rounds so far have a spread"
         when = "knee bracketed" if bracketed else "before the first run, the grid guessed around the start"

@@ -57,6 +57,7 @@ from tuner.stats.capacity import (
     resolvable,
     rounds_needed,
 )
+from tuner.stats.sd_prediction import predict_sd
 
 Phase = Literal["bracket", "grid"]
 StopReason = Literal["planned", "budget", "max_rounds", "censored"]
@@ -77,11 +78,13 @@ class Probe:
 @dataclass(frozen=True)
 class Forecast:
     """What the rest of the budget is expected to buy: the grid (or, before it exists, a guess of it), rounds per
-    grid load, and the precision expected at those rounds (inf when no pilot SD is known)."""
+    grid load, and the precision expected at those rounds (inf when no pilot SD is known), with its range as the
+    noise, read from the few rounds so far, may stand then (:func:`tuner.stats.predict_sd`)."""
 
     grid: tuple[float, ...]
     rounds: int
     precision: float
+    precision_range: tuple[float, float] = (math.inf, math.inf)  # as the noise may stand at those rounds
 
 
 class KneeSearch:
@@ -187,8 +190,8 @@ class KneeSearch:
         passes = max(0, math.floor(left / sum(self.cost(load, 1) for load in grid))) if grid else 0
         rounds = min(self.rounds_at(load) for load in grid) + passes
         sd = log_sd if log_sd is not None else _noise(self.levels, self.target, self.confidence)
-        expected = resolvable(sd, rounds, confidence=self.confidence) if math.isfinite(sd) else math.inf
-        return Forecast(grid, rounds, expected)
+        measured = max((level.counts.rounds for level in self.levels), default=0)
+        return Forecast(grid, rounds, *_expected(sd, measured, rounds, self.confidence))
 
     def _wanted(self) -> Probe | None:
         """The probe the search wants next, whatever the budget; None when it wants none."""
@@ -312,6 +315,16 @@ def _around(
         return set()
     steps = subdivided(below, above)
     return {max(x for x in steps if x <= load), min(x for x in steps if x >= load)}
+
+
+def _expected(sd: float, measured: int, rounds: int, confidence: float) -> tuple[float, tuple[float, float]]:
+    """The precision ``rounds`` per load are expected to reach at the noise ``sd`` read from ``measured`` rounds,
+    and its range as that noise may stand then (inf without a finite noise)."""
+    if not math.isfinite(sd):
+        return math.inf, (math.inf, math.inf)
+    predicted = predict_sd(sd, measured, next_pairs=rounds)
+    low, high = (resolvable(x, rounds, confidence=confidence) for x in (predicted.low, predicted.high))
+    return resolvable(sd, rounds, confidence=confidence), (low, high)
 
 
 def _noise(levels: tuple[LevelResult, ...], target: float, confidence: float) -> float:
