@@ -187,7 +187,7 @@ def interleaved_comparison(
             bench.fresh_prefix_cache()
             session.run(bench.requests, offsets, workload.sampling, concurrency)
             blocks += _drain(session.control(INTERLEAVE_DRAIN))
-            sums = counting.sums(blocks)[0]
+            sums = counting.sums(blocks)  # the estimand's alone: the whole time is read once, at the end
             if target_pairs is not None and len(sums) >= target_pairs:
                 break
             # The exact test costs front-end seconds that the engine waits for: only when it may stop the loop.
@@ -268,7 +268,7 @@ def _drain(reports: list[ProcessReport]) -> list[BlockRecord]:
 @dataclass(frozen=True)
 class Counting:
     """Which steps a comparison counts (:mod:`tuner.measure.step_sums`) and what of their time: the estimand's
-    seconds (the mutator's where GC is excluded), and the whole seconds of the same pairs."""
+    seconds (the mutator's where GC is excluded) while it runs, and the same pairs' whole seconds in its result."""
 
     block_steps: int
     arrivals: bool = False
@@ -278,19 +278,24 @@ class Counting:
     def batch_size(self, blocks: list[BlockRecord]) -> int | None:
         return ANY_WORK if self.arrivals and blocks else comparable_batch_size(blocks)
 
-    def sums(self, blocks: list[BlockRecord]) -> tuple[list[PairSums], list[PairSums]]:
-        """Each pair's (A, B) steps and the estimand's seconds, and the same pairs' whole seconds."""
-        size, least = self.batch_size(blocks), least_comparable(self.block_steps)
+    def sums(self, blocks: list[BlockRecord], size: int | None = None) -> list[PairSums]:
+        """Each pair's (A, B) steps and the estimand's seconds (``size``: the comparable batch size, when known)."""
+        size = self.batch_size(blocks) if size is None else size
         if size is None:
-            return [], []
-        whole = pair_sums(blocks, size, least)
+            return []
+        least = least_comparable(self.block_steps)
         if self.estimand == "body":
-            return [((a[0], a[1]), (b[0], b[1])) for a, b in body_pair_sums(blocks, size, least)], whole
-        return (pair_sums(blocks, size, least, exclude_gc=True) if self.exclude_gc else whole), whole
+            return [((a[0], a[1]), (b[0], b[1])) for a, b in body_pair_sums(blocks, size, least)]
+        return pair_sums(blocks, size, least, self.exclude_gc)
 
     def result(self, blocks: list[BlockRecord], margin: float | None) -> InterleaveResult:
-        """The comparison's estimate (and the body's guard) from ``blocks``."""
-        sums, whole = self.sums(blocks)
+        """The comparison's estimate (and the body's guard) from ``blocks``, with the same pairs' whole seconds."""
+        size = self.batch_size(blocks)
+        sums = self.sums(blocks, size)
+        if self.estimand == "mean" and not self.exclude_gc:
+            whole = sums
+        else:
+            whole = pair_sums(blocks, size, least_comparable(self.block_steps)) if size is not None else []
         estimate = _ratio(sums, margin=margin) if len(sums) >= 2 else None
         guard = None
         if self.estimand == "body" and len(whole) >= 2:
@@ -303,7 +308,7 @@ class Counting:
             estimand=self.estimand,
             guard=guard,
             steps=sum(len(b["dt"]) for b in blocks),
-            batch_size=self.batch_size(blocks),
+            batch_size=size,
             block_steps=self.block_steps,
         )
 
