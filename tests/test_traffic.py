@@ -509,7 +509,8 @@ def test_a_trace_is_read_once_and_re_timed_at_every_load_as_reading_it_anew_woul
     prepared = workload.prepare(exp, vocab_size=1000)
     fast, slow = (prepared.at(at_load(exp, LoadKnob.SPEED, load)) for load in (2.0, 0.5))
     assert len(reads) == 1 and fast.requests is slow.requests is prepared.requests
-    anew = workload.traffic(at_load(exp, LoadKnob.SPEED, 2.0), vocab_size=1000)
+    twice = at_load(exp, LoadKnob.SPEED, 2.0)
+    anew = workload.prepare(twice, vocab_size=1000).at(twice)
     assert fast.offsets == pytest.approx(anew.offsets) and fast.requests == anew.requests
     assert fast.record == anew.record and fast.record["replay"] != slow.record["replay"]
     assert slow.offsets == pytest.approx([4 * t for t in fast.offsets])

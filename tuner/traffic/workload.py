@@ -121,11 +121,6 @@ def prepare(experiment: Experiment, vocab_size: int) -> PreparedTraffic:
     return PreparedTraffic(engine_requests(dataset, workload.dataset.block_size, workload.seed, vocab_size), dataset)
 
 
-def traffic(experiment: Experiment, vocab_size: int) -> Traffic:
-    """The experiment's requests, their send times and their record."""
-    return prepare(experiment, vocab_size).at(experiment)
-
-
 def dataset_plan(experiment: Experiment) -> tuple[DatasetRequests, list[float], WorkloadRecord]:
     """A dataset experiment's requests as read, their send times and their record (no engine needed)."""
     dataset = _read(experiment)
