@@ -60,7 +60,9 @@ def _sweep_the_known_gain(out: Path, side: str) -> Outcome:
             # This host's calibration picks 2-step blocks (10-13 engine-seconds per +-1% against 23-26 at one step;
             # `tuner calibrate experiments/quickstart.yaml`), as a user's quickstart sweep would use them.
             "block_steps": 2,
-            "confirm": {"budget_s": 60, "looks": 2, "min_effect": 0.01, "max_candidates": 1},
+            # min_effect at the low end of GAIN_RANGE: the known gain is 0.76-1.07%, and a screening whose interval
+            # rules out min_effect is rightly not nominated (CI at 61c3aa6 + 2 mends: a 1% min_effect dropped it).
+            "confirm": {"budget_s": 60, "looks": 2, "min_effect": GAIN_RANGE[0] - 1, "max_candidates": 1},
         },
         "output_dir": str(out / "results"),
     }
@@ -107,7 +109,7 @@ def test_a_known_one_percent_gain_is_confirmed_within_60_s(tmp_path: Path, side:
     Why conditional: on this 2-core host the step noise depends on what else runs. Alone, per-pair log SD was
     0.044-0.088 over 408-574 pairs (power for the known gain 0.57-1.00, most often above 0.95); with one other test
     process beside it, 0.15-0.23 (power ~0.13), and the tool then says before confirming that its budget "cannot
-    reach min_effect 1.0%". The per-pair SD is estimated independently of the mean, so conditioning on it does not
+    reach min_effect". The per-pair SD is estimated independently of the mean, so conditioning on it does not
     bias the check.
 
     The cut is 1% of this engine's own median step (this host's steps have been 21-53 ms), so the known gain is
