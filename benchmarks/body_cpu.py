@@ -139,7 +139,7 @@ def main() -> None:
                 print(f"{kind} {i + 1}/{count} ({time.perf_counter() - began:.0f} s): {row['line']}", flush=True)
     finally:
         bench.session.close()
-    result = {
+    record: dict[str, Any] = {
         "command": "python -m benchmarks.body_cpu" + (" --gpu-shape" if args.gpu_shape else ""),
         "environment": environment_record(),
         "topology": "uni,fork,async (GPU default shape)" if args.gpu_shape else "mp, spawn, sync (CPU default)",
@@ -148,9 +148,9 @@ def main() -> None:
         "summary": {kind: summary(found, kind) for kind, found in rows.items()},
         "comparisons": rows,
     }
-    for kind, s in result["summary"].items():
+    for kind, s in record["summary"].items():
         print(kind, s)
-    write_json(out, result)
+    write_json(out, record)
     print(f"wrote {out}")
 
 

@@ -20,7 +20,7 @@ from tuner.capacity import capacity_on
 from tuner.config import Experiment
 from tuner.config.start import StartConfig
 from tuner.measure.workbench import Workbench, open_session
-from tuner.plugin.protocol import encode_spec
+from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.records.files import write_json
 from tuner.vllm.environment import environment_record
 
@@ -32,7 +32,7 @@ ENGINE = {
     "kv_cache_memory_bytes": 64 << 20,
     "dtype": "float32",
 }
-ARMS = {"aa": {"known_delay": {}}, "slow": {"known_delay": {"worker_ms": 5.0}}}
+ARMS: dict[str, StrategySet] = {"aa": {"known_delay": {}}, "slow": {"known_delay": {"worker_ms": 5.0}}}
 
 
 def experiment(seed: int, out: Path, budget_s: float) -> Experiment:

@@ -43,7 +43,7 @@ from tuner.stats.capacity import LevelResult
 from tuner.stats.knee_search import KneeSearch
 
 Bools = npt.NDArray[np.bool_]
-Floats = npt.NDArray[np.float64]
+Floats = npt.NDArray[np.floating[Any]]
 CHUNK = 1500  # simulated runs per vectorised batch (keeps the step history near 50 MB)
 
 
@@ -89,7 +89,8 @@ def serve(
     cum = np.concatenate([np.zeros((runs, 1)), np.cumsum(prompts, axis=1)], axis=1)
     clock, admitted, steps = arrivals[:, 0].copy(), np.zeros(runs, np.int64), np.zeros(runs, np.int64)
     cap, out = 256, s.output_tokens
-    ends, upto = np.zeros((runs, cap)), np.full((runs, cap), n, np.int64)  # per step: its end, admitted so far
+    ends: Floats = np.zeros((runs, cap))  # per step: its end
+    upto: npt.NDArray[np.int64] = np.full((runs, cap), n, np.int64)  # per step: admitted so far
     active = rows
     while active.size:
         done_steps = steps[active]

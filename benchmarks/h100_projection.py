@@ -96,7 +96,7 @@ CHUNK_STEPS = 256  # one calibration sub-comparison: 256 steps' worth of consecu
 CALIBRATION_FLIPS = 2000
 INJECTIONS = ("aa", "mult", "add", "halve")
 
-Floats = npt.NDArray[np.float64]
+Floats = npt.NDArray[np.floating[Any]]
 
 
 @dataclass(frozen=True)
@@ -533,15 +533,15 @@ def ab_check(run: Run) -> dict[str, Any]:
     lo, hi = effects["unadjusted"]["ci"]
     # benchmarks.step_adjust on the same pairs: the full blocks in time order, a gap (a partial-batch block) starts
     # a new segment, blocks of incomplete pairs serve only as neighbours.
-    ids = sorted(full)
+    in_order = sorted(full)
     paired = {b for j in pairs for b in (j, j + 1)}
     fit = adjusted_step_fit(
-        [sums[b] for b in ids],
-        np.full(len(ids), float(k)),
-        np.array([arm[b] == 1 for b in ids]),
-        np.array([b // 2 if b in paired else -1 for b in ids], dtype=np.int64),
+        [sums[b] for b in in_order],
+        np.full(len(in_order), float(k)),
+        np.array([arm[b] == 1 for b in in_order]),
+        np.array([b // 2 if b in paired else -1 for b in in_order], dtype=np.int64),
         lags=1,
-        segment=np.cumsum(np.r_[0, np.diff(ids) != 1]).astype(np.int64),
+        segment=np.cumsum(np.r_[0, np.diff(in_order) != 1]).astype(np.int64),
     )
     step_adjusted = {
         "ratio": fit.estimate.ratio,

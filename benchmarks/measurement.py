@@ -24,7 +24,7 @@ from tuner.config.search import Objective, Pairs
 from tuner.measure.interleave import interleaved_comparison
 from tuner.measure.pairing import paired_runs
 from tuner.measure.workbench import Workbench
-from tuner.plugin.protocol import encode_spec
+from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.records.files import write_json
 from tuner.stats import false_positive_rate
 from tuner.vllm.environment import environment_record
@@ -77,7 +77,11 @@ def main() -> None:
 
     bench = start(engine)
     switch_s = []
-    sets = [{"gc_threshold": {"gen0_per_seq": 64}}, {"shared_empty_kv_blocks": {"enabled": False}}, {}]
+    sets: list[StrategySet] = [
+        {"gc_threshold": {"gen0_per_seq": 64}},
+        {"shared_empty_kv_blocks": {"enabled": False}},
+        {},
+    ]
     for i in range(30):
         began = time.perf_counter()
         bench.switch(sets[i % len(sets)])
@@ -127,8 +131,9 @@ def main() -> None:
         on_pair=lambda n, _e: time.perf_counter() - began > budget,
     )
     run_est = runs.ratio(objective.metric)
-    # the grain this reference was measured with (see benchmarks/sensitivity.py for the grain chosen now)
-    step = interleaved_comparison(bench, {}, {}, block_steps=16, settle=True, budget_s=budget)
+    # the grain this reference was measured with, then settled by a gc.collect(0) at each block end (removed in
+    # 933dc0a); benchmarks/sensitivity.py measures the grain chosen now
+    step = interleaved_comparison(bench, {}, {}, block_steps=16, budget_s=budget)
     assert step.estimate is not None
     result["equal_budget"] = {
         "budget_s": budget,

@@ -68,7 +68,11 @@ def chi_square_upper(log_sd: float, pairs: int) -> float:
     return log_sd * math.sqrt((pairs - 1) / float(_st.chi2.ppf(0.05, pairs - 1)))
 
 
-def tally(cases: list[tuple[float, int, float | None, float, int]]) -> dict[str, Any]:
+Case = tuple[float, int, float | None, float, int]
+"""(per-pair SD, its pairs, kurtosis or None, the next comparison's SD, its pairs)."""
+
+
+def tally(cases: list[Case]) -> dict[str, Any]:
     """Coverage of each bound over (sd, n, kurtosis, next sd, next n) cases, with the ratio next / predicted."""
     chi = [nxt <= chi_square_upper(sd, n) for sd, n, _, nxt, _ in cases]
     predicted = [predict_sd(sd, n, next_pairs=m, kurtosis=k) for sd, n, k, _, m in cases]
@@ -124,7 +128,8 @@ def quickstarts() -> dict[str, Any]:
     shas = subprocess.run(
         ["git", "log", "--format=%h", "--", QUICKSTART], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
-    cases, rows = [], []
+    cases: list[Case] = []
+    rows = []
     for sha in shas:
         shown = subprocess.run(["git", "show", f"{sha}:{QUICKSTART}"], cwd=ROOT, capture_output=True, text=True)
         if shown.returncode != 0:
@@ -144,7 +149,7 @@ def quickstarts() -> dict[str, Any]:
     return {"quickstarts": rows, **tally(cases), "drift": drift(cases)}
 
 
-def drift(cases: list[tuple[float, int, float | None, float, int]]) -> float:
+def drift(cases: list[Case]) -> float:
     """The SD of log SD between a measurement and the next beyond what sampling explains (mean square of the log
     ratios, whose expectation is 0, less both SDs' sampling variance at :data:`KURTOSIS_FLOOR`)."""
     square = float(np.mean([math.log(nxt / sd) ** 2 for sd, _, _, nxt, _ in cases]))
@@ -162,7 +167,8 @@ def fresh_engines(count: int) -> dict[str, Any]:
 
     experiment = load_experiment(ROOT / "experiments" / "quickstart.yaml")
     yardstick: dict[str, dict[str, Any]] = {"known_delay": {}}
-    cases, rows = [], []
+    cases: list[Case] = []
+    rows = []
     for i in range(count):
         bench = Workbench.start(experiment, encode_spec({}, ["known_delay"]))
         try:

@@ -114,7 +114,7 @@ def engine(aa: int, ab: int, budget: float, stall_ms: float, every: int, sensiti
             injected = i >= aa
             b = {YARDSTICK: {"stall_ms": stall_ms if injected else 0.0, "every": every}}
             result = interleaved_comparison(
-                bench, {}, b, block_steps=DEFAULT_BLOCK_STEPS, settle=False, budget_s=budget, min_pairs=10**9,
+                bench, {}, b, block_steps=DEFAULT_BLOCK_STEPS, budget_s=budget, min_pairs=10**9,
                 seed=100 + i,
             )  # fmt: skip
             if result.stalls is None:

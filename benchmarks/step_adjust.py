@@ -48,8 +48,7 @@ import numpy.typing as npt
 from scipy import optimize as _opt
 from scipy import special as _sp
 
-from tuner.stats import RatioEstimate
-from tuner.stats.estimate import _verdict
+from tuner.stats import RatioEstimate, call_verdict
 
 __all__ = ["AdjustedStepRatio", "adjusted_step_fit", "adjusted_step_ratio", "random_units"]
 
@@ -362,7 +361,7 @@ def adjusted_step_fit(
         log_sd=float(log_sd),
         statistic="adjusted_ratio_of_sums",
         higher_is_better=False,
-        verdict=_verdict(ci_low, ci_high, p_zero, alpha=alpha, higher_is_better=False, margin=margin),
+        verdict=call_verdict(ci_low, ci_high, p_zero, alpha=alpha, higher_is_better=False, margin=margin),
     )
     plain_sd = math.sqrt(plain.variance(theta))
     return AdjustedStepRatio(

@@ -33,14 +33,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import brentq
 from scipy.stats import t as student
 
 METHOD = "tango-score-round-deff-t"
 """The interval of :class:`AttainmentDifference`: Tango's score interval on counts deflated by the between-round
 design effect, at the t quantile with rounds - 1 degrees of freedom."""
+MetFlags: TypeAlias = Sequence[Sequence[bool]] | npt.NDArray[np.bool_]
+"""Each round's met flags per request, in arrival order: nested sequences, or a (rounds, requests) array."""
 _Z_CAP = 1e6  # a score statistic with zero variance is +-inf; capped so that root finding stays finite
 
 LEAST_ROUNDS = 2
@@ -57,7 +61,7 @@ class PairedCounts:
     only_b: tuple[int, ...]
 
     @classmethod
-    def from_rounds(cls, met_a: Sequence[Sequence[bool]], met_b: Sequence[Sequence[bool]]) -> PairedCounts:
+    def from_rounds(cls, met_a: MetFlags, met_b: MetFlags) -> PairedCounts:
         """Counts from each round's met flags per request in arrival order, the same requests in both arms."""
         if len(met_a) != len(met_b):
             raise ValueError(f"arms have different rounds: {len(met_a)} and {len(met_b)}")

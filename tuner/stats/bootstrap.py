@@ -17,7 +17,7 @@ from tuner.stats.estimate import (
     _check_common,
     _check_margin,
     _FloatArray,
-    _verdict,
+    call_verdict,
 )
 
 
@@ -148,7 +148,7 @@ def paired_ratio(
         log_sd=float(np.std(log_r, ddof=1)),
         statistic=statistic,
         higher_is_better=higher_is_better,
-        verdict=_verdict(
+        verdict=call_verdict(
             ci_low, ci_high, p_value, alpha=1 - confidence, higher_is_better=higher_is_better, margin=margin
         ),
     )
@@ -201,7 +201,7 @@ def unpaired_ratio(
         log_sd=math.nan,
         statistic="median",
         higher_is_better=higher_is_better,
-        verdict=_verdict(
+        verdict=call_verdict(
             ci_low, ci_high, p_value, alpha=1 - confidence, higher_is_better=higher_is_better, margin=None
         ),
     )

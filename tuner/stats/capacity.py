@@ -45,7 +45,7 @@ import numpy.typing as npt
 from scipy.stats import norm as normal
 from scipy.stats import t as student
 
-from tuner.stats.attainment import AttainmentDifference, PairedCounts, attainment_difference, tango_interval
+from tuner.stats.attainment import AttainmentDifference, MetFlags, PairedCounts, attainment_difference, tango_interval
 
 METHOD = "isotonic-crossing-pass-bootstrap-t-stretch"
 Bound = Literal["exact", "at_least", "below"]
@@ -76,8 +76,8 @@ class LevelResult:
     def measured(
         cls,
         load: float,
-        met_a: Sequence[Sequence[bool]],
-        met_b: Sequence[Sequence[bool]],
+        met_a: MetFlags,
+        met_b: MetFlags,
         passes: Sequence[int] | None = None,
     ) -> LevelResult:
         """A level from each round's met flags per request, in arrival order, the same requests in both arms."""

@@ -110,7 +110,7 @@ def within_margin(ci_low: float, ci_high: float, margin: float) -> bool:
     return 1.0 / (1.0 + margin) <= ci_low and ci_high <= 1.0 + margin
 
 
-def _verdict(
+def call_verdict(
     ci_low: float, ci_high: float, p_value: float, *, alpha: float, higher_is_better: bool, margin: float | None
 ) -> Verdict:
     """Call a verdict: a difference needs the CI clear of 1 *and* the test below ``alpha``; "no_difference" needs

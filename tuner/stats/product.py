@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from scipy import stats as _st
 
-from tuner.stats.estimate import RatioEstimate, _check_margin, _verdict
+from tuner.stats.estimate import RatioEstimate, _check_margin, call_verdict
 from tuner.stats.ratio_of_sums import UNBOUNDED_LOG
 
 PRODUCT = "product_of_ratios"
@@ -66,7 +66,7 @@ def product_estimate(
         log_sd=(below + above) / (2 * z) * math.sqrt(first.n),
         statistic=PRODUCT,
         higher_is_better=higher,
-        verdict=_verdict(ci_low, ci_high, p_value, alpha=1 - confidence, higher_is_better=higher, margin=margin),
+        verdict=call_verdict(ci_low, ci_high, p_value, alpha=1 - confidence, higher_is_better=higher, margin=margin),
     )
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special as _sp
 
-from tuner.stats.estimate import RatioEstimate, _as_positive_1d, _check_common, _check_margin, _FloatArray, _verdict
+from tuner.stats.estimate import RatioEstimate, _as_positive_1d, _check_common, _check_margin, _FloatArray, call_verdict
 
 # Last axis of the per-pair arrays: trial amount, trial time, reference amount, reference time.
 _PAIR_ARRAYS = ("trial_amount", "trial_time", "reference_amount", "reference_time")
@@ -316,7 +316,7 @@ def ratio_of_sums_estimates(
                 log_sd=float(sd),
                 statistic="ratio_of_sums",
                 higher_is_better=higher_is_better,
-                verdict=_verdict(
+                verdict=call_verdict(
                     ci_low, ci_high, p, alpha=1 - confidence, higher_is_better=higher_is_better, margin=margin
                 ),
             )
