@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from scipy import stats as _st
 
-from tuner.stats.estimate import RatioEstimate, _verdict
+from tuner.stats.estimate import RatioEstimate, call_verdict
 from tuner.stats.product import product_estimate
 
 GENERATIONS = 3
@@ -266,7 +266,7 @@ def _spread(
         log_sd=log_sd,
         statistic=SPREAD,
         higher_is_better=False,
-        verdict=_verdict(ci_low, ci_high, p_value, alpha=1 - confidence, higher_is_better=False, margin=None),
+        verdict=call_verdict(ci_low, ci_high, p_value, alpha=1 - confidence, higher_is_better=False, margin=None),
     )
 
 
@@ -308,5 +308,5 @@ def _cost_factor(se: float, n: int, confidence: float) -> RatioEstimate:
         log_sd=se * math.sqrt(n),
         statistic=COST_SPREAD,
         higher_is_better=False,
-        verdict=_verdict(low, high, 1.0, alpha=1 - confidence, higher_is_better=False, margin=None),
+        verdict=call_verdict(low, high, 1.0, alpha=1 - confidence, higher_is_better=False, margin=None),
     )
