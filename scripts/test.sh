@@ -13,8 +13,8 @@ export HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
 # Bytecode of tuner, strategies and tests is cached in __pycache__ (ignored by git) even where the environment says
 # not to: every pytest worker, CLI subprocess and engine process would otherwise compile them again.
 unset PYTHONDONTWRITEBYTECODE
-.venv/bin/ruff check tuner strategies tests
-.venv/bin/ruff format --check tuner strategies tests
+.venv/bin/ruff check tuner strategies benchmarks tests
+.venv/bin/ruff format --check tuner strategies benchmarks tests
 .venv/bin/mypy
 # The docs site (docs/, mkdocs.yml): a broken link or anchor, or a page missing from nav, fails. Not --quiet:
 # it hides warnings from strict mode's count, so the build would pass (mkdocs/mkdocs#4126).

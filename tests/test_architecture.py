@@ -22,6 +22,8 @@ from tuner.cli.main import app
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("tuner", "strategies")
+BENCHMARKS = "benchmarks"
+"""Scripts over the package: held to its sizes and its public names, and imported by nothing in it."""
 ENGINE_SIDE = {"tuner.engine.session", "tuner.engine.server", "tuner.measure.workbench"}
 """The modules that start or drive a vLLM engine."""
 COMMAND_MODULES = sorted({c.module for c in COMMANDS})
@@ -43,8 +45,8 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))}
+def _modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
+    return {_module_name(p): p for package in packages for p in sorted((ROOT / package).rglob("*.py"))}
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -347,9 +349,10 @@ def test_the_package_is_rooms_not_a_corridor() -> None:
 
 
 def test_modules_classes_and_functions_stay_small() -> None:
-    """One job per module, class and function: no module over 400 lines, no class over 200, no function over 80."""
+    """One job per module, class and function: no module over 400 lines, no class over 200, no function over 80
+    (the benchmarks' scripts too)."""
     too_long = []
-    for name, path in _modules().items():
+    for name, path in _modules((*PACKAGES, BENCHMARKS)).items():
         text = path.read_text()
         lines = text.count("\n")
         if lines > MODULE_LINES:
@@ -395,8 +398,9 @@ def test_every_room_has_a_face() -> None:
 
 
 def test_no_module_imports_another_packages_private_names() -> None:
-    """A leading underscore is private to its package: what another package needs is on that package's face."""
-    modules = _modules()
+    """A leading underscore is private to its package: what another package needs is on that package's face (the
+    benchmarks' scripts read the package through its public names too)."""
+    modules = _modules((*PACKAGES, BENCHMARKS))
     wrong = []
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -409,6 +413,33 @@ def test_no_module_imports_another_packages_private_names() -> None:
                 else node.module.rpartition(".")[0]
             )
             private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
-            if private and source_package != package and node.module.split(".")[0] in PACKAGES:
+            if private and source_package != package and node.module.split(".")[0] in (*PACKAGES, BENCHMARKS):
                 wrong.append(f"{name}: {node.module} {private}")
     assert wrong == []
+
+
+def test_the_package_imports_no_benchmark_and_no_test() -> None:
+    """Imports only go down: the benchmarks and the tests stand on the package, never under it."""
+    wrong = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            wrong += [f"{name}: {t}" for t in targets if t.split(".")[0] in (BENCHMARKS, "tests")]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("group", sorted(p.parent.name for p in (ROOT / BENCHMARKS).glob("*/__init__.py")))
+def test_each_benchmark_group_lists_its_scripts(group: str) -> None:
+    """A group's README names every module in it (a script in its table, or a shared module below it), and the
+    benchmarks' README names every group."""
+    readme = (ROOT / BENCHMARKS / group / "README.md").read_text()
+    modules = sorted(p.stem for p in (ROOT / BENCHMARKS / group).glob("*.py") if p.name != "__init__.py")
+    assert modules
+    assert [m for m in modules if f"`{m}`" not in readme] == []
+    assert f"`{group}/`" in (ROOT / BENCHMARKS / "README.md").read_text()

@@ -1,7 +1,7 @@
 """The stall estimand on numbers (no engine): which steps are stalls, the per-arm summary of a step-level
 comparison's blocks and the paired stall-rate difference in it, and the report's table. The difference's
 calibration (coverage, A/A flags) is in ``test_stall_rate_coverage``; on the engine: ``python -m
-benchmarks.stall_rate``."""
+benchmarks.engine.stall_rate``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for benchmarks.step_adjust: the neighbour-drift adjusted ratio of sums on synthetic drifting step times.
+"""Tests for benchmarks.h100.step_adjust: the neighbour-drift adjusted ratio of sums on synthetic drifting step times.
 
 Every check is seeded. Where a check counts outcomes of a randomized procedure, the bound is a binomial quantile at
 which a correct implementation fails with probability at most 0.1% (stated per test).
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from benchmarks.step_adjust import adjusted_step_fit, adjusted_step_ratio, random_units
+from benchmarks.h100.step_adjust import adjusted_step_fit, adjusted_step_ratio, random_units
 from tuner.stats import paired_ratio_of_sums
 
 Floats = np.ndarray[Any, np.dtype[np.float64]]

@@ -3,7 +3,8 @@
 Every rate is asserted with enough replicates to catch the failure it guards against; each test states its
 error rates. Seeds are fixed, so a run is reproducible. To stay in seconds the sweeps here confirm with 1,000 sign
 flips per look (the tool uses 10,000: fewer flips only cap the statistic lower, so an early look stops less often)
-and budgets of a few hundred pairs; ``benchmarks/sweep_decisions.py`` runs the default design with the tool's flips.
+and budgets of a few hundred pairs; ``benchmarks/simulations/sweep_decisions.py`` runs the default design with the
+tool's flips.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Their product's interval combines the two (:func:`tuner.stats.product.product_es
 that the pacing moves no mutator time: true of where pauses fall, not necessarily of what a larger young generation
 does to the caches, which only each arm running alone for long would show. On the CPU engine, with the lifetime
 yardstick (:mod:`strategies.known_gc_load`) it agreed with long run-level pairs (``results/reference/
-gc-pacing-cpu.json``, ``python -m benchmarks.gc_pacing``).
+gc-pacing-cpu.json``, ``python -m benchmarks.engine.gc_pacing``).
 
 When neither arm spends a tenth of ``min_effect`` of its step collecting (the CPU engine's own garbage: ~0.01%), the
 collector is only piloted: its factor lies within ``1 +- max share`` whatever the pacing, and the

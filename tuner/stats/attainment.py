@@ -12,8 +12,8 @@ between rounds (the cluster-robust variance of a ratio estimate, rounds as clust
 variance over the one independent requests would give, at least 1) deflates the discordant counts, Tango's score
 interval (1998) is taken on the deflated counts, and the variance's few degrees of freedom are paid for with the
 t quantile at rounds - 1 in place of the normal one (Cameron and Miller's few-cluster rule). On a simulated
-queueing server (``benchmarks/capacity_sim.py``, 2000 A/A comparisons each at 3, 5 and 8 rounds of 300 requests,
-at the knee and past it), request-level McNemar called 27-72% of them different; ten chunks of consecutive
+queueing server (``benchmarks/simulations/capacity_sim.py``, 2000 A/A comparisons each at 3, 5 and 8 rounds of 300
+requests, at the knee and past it), request-level McNemar called 27-72% of them different; ten chunks of consecutive
 requests per round as clusters still 1.6-28%, as a run's slowness and backlog tie its chunks together; rounds as
 clusters with the normal quantile 1.0-2.5% at the knee but 5.3-10.4% past it (attainment 0.56-0.81); with the t
 quantile 0.0-2.5% everywhere. That is the price of honesty at few rounds: with 3 rounds a difference needs about

@@ -4,7 +4,7 @@ for heavy tails and for the drift between calibrations.
 A plan rests on a per-pair SD measured from ``n`` pairs (a calibration's A/A, a screening) and is spent on other
 pairs, later. A chi-square bound assumes normal pairs and the same SD then: on the H100 A/A recordings it covered
 the next window's SD only 70-75% of the time, and on this CPU the calibration's SD was 0.040 and the next
-screening's 0.078. Two things widen it (``python -m benchmarks.sd_prediction`` measures both and the coverage):
+screening's 0.078. Two things widen it (``python -m benchmarks.engine.sd_prediction`` measures both and the coverage):
 
 - **heavy tails**: the log of a sample SD has standard error ``0.5 * sqrt((kurtosis + 2) / n)`` (excess kurtosis;
   0 for normal pairs, where it is the chi-square's). A sample's kurtosis runs low where the tails are heavy, so the
@@ -27,11 +27,11 @@ from scipy import stats as _st
 
 KURTOSIS_FLOOR = 20.0
 """The least excess kurtosis of per-pair values a prediction assumes: step pairs have heavy tails (rare slow steps),
-and a sample of a few hundred pairs underestimates them (``benchmarks.sd_prediction``)."""
+and a sample of a few hundred pairs underestimates them (``benchmarks.engine.sd_prediction``)."""
 DRIFT = 0.35
 """SD of the log per-pair SD between a calibration and the comparisons planned on it: 0.37 over this CPU's
 committed quickstarts (calibration against screening, one in a noisy spell), 0.05 between the H100's A/A runs
-(``benchmarks.sd_prediction``); a host whose noise is steadier gets a range wider than it needs."""
+(``benchmarks.engine.sd_prediction``); a host whose noise is steadier gets a range wider than it needs."""
 CONFIDENCE = 0.95
 """The one-sided level of the upper bound a plan is also stated at (two-sided 90% for the printed range)."""
 

@@ -199,7 +199,7 @@ class WorkerSpeedup(_Speedup):
 class EngineGcThreshold(GcThreshold):
     """``gc_threshold`` in the engine's processes only (EngineCore and its workers): its pacing effect without the
     front-end's, the part a step-level comparison measures, so that the GC-pacing benchmark's run-level truth
-    compares like with like (``benchmarks/gc_pacing.py``)."""
+    compares like with like (``benchmarks/engine/gc_pacing.py``)."""
 
     name = "engine_gc_threshold"
     description = "Test strategy: gc_threshold in EngineCore and the workers only, not in the front-end."

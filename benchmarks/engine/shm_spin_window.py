@@ -1,6 +1,6 @@
 """A paired, confirmed sweep of ``shm_spin_window`` on the CPU engine: 0, 1 ms, 10 ms, 100 ms and vLLM's own 1 s.
 
-    python -m benchmarks.shm_spin_window   # writes results/reference/shm-spin-window-cpu.json
+    python -m benchmarks.engine.shm_spin_window   # writes results/reference/shm-spin-window-cpu.json
 
 Runs ``tuner sweep experiments/shm-spin-window.yaml`` (one engine, run-level pairs against vLLM's 1 s window in
 mirrored order, the best candidates confirmed on fresh pairs with Holm across them) and prints, per window, the
@@ -9,9 +9,9 @@ screening ratio of output tokens/s with its 95% CI, the per-pair noise, and what
 
 from __future__ import annotations
 
-from benchmarks.reference_sweep import ROOT, fmt_estimate, sweep_from_command_line
+from benchmarks.engine.reference_sweep import ROOT, fmt_estimate, sweep_from_command_line
 
-OUT_NAME, COMMAND = "shm-spin-window-cpu.json", "python -m benchmarks.shm_spin_window"
+OUT_NAME, COMMAND = "shm-spin-window-cpu.json", "python -m benchmarks.engine.shm_spin_window"
 EXPERIMENT = ROOT / "experiments" / "shm-spin-window.yaml"
 
 

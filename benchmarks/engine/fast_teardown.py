@@ -1,6 +1,6 @@
 """fast_teardown against vLLM's own engine stop, by restart pairs on the CPU engine.
 
-    python -m benchmarks.fast_teardown   # writes results/reference/fast-teardown-cpu.json
+    python -m benchmarks.engine.fast_teardown   # writes results/reference/fast-teardown-cpu.json
 
 Runs ``tuner sweep experiments/fast-teardown.yaml``: every arm of every pair on an engine started for it (the trial
 arm's with fast_teardown in force from the start), each engine's stop timed until none of its processes is left.
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import statistics
 
-from benchmarks.reference_sweep import ROOT, fmt_estimate, sweep_from_command_line
+from benchmarks.engine.reference_sweep import ROOT, fmt_estimate, sweep_from_command_line
 
-OUT_NAME, COMMAND = "fast-teardown-cpu.json", "python -m benchmarks.fast_teardown"
+OUT_NAME, COMMAND = "fast-teardown-cpu.json", "python -m benchmarks.engine.fast_teardown"
 EXPERIMENT = ROOT / "experiments" / "fast-teardown.yaml"
 
 

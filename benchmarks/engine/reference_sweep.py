@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks import ROOT
+
 METRIC = "output_tokens_per_s"
 
 

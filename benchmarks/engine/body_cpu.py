@@ -2,7 +2,7 @@
 rare long pauses, each comparison read both ways (the plain ratio of sums, ``search.step_estimand: mean``, and the
 body with its guard, the sweep's default, :mod:`tuner.measure.step_sums`) from the same steps.
 
-    python -m benchmarks.body_cpu [--gpu-shape] [--out results/reference/body-cpu.json]
+    python -m benchmarks.engine.body_cpu [--gpu-shape] [--out results/reference/body-cpu.json]
 
 One engine (the quickstart's), one-step blocks, the calibration's yardstick (``known_delay`` with no delay: it
 switches every engine process and costs nothing measurable) as the reference of every comparison:
@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.paired import gpu_shape
+from benchmarks import ROOT
+from benchmarks.engine.paired import gpu_shape
 from tuner.config import load_experiment
 from tuner.measure.interleave import InterleaveResult, interleaved_comparison
 from tuner.measure.workbench import Workbench
@@ -39,7 +40,6 @@ from tuner.records.files import write_json
 from tuner.stats import BodyComparison, RatioEstimate
 from tuner.vllm.environment import environment_record
 
-REPO = Path(__file__).resolve().parent.parent
 YARDSTICK: StrategySet = {"known_delay": {}}
 KNOWN_SHARE = 0.05
 STALL_STEPS, STALL_EVERY = 5.0, 50
@@ -108,8 +108,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.gpu_shape:
         gpu_shape()
-    out = args.out or REPO / "results" / "reference" / f"body-cpu{'-gpu-shape' if args.gpu_shape else ''}.json"
-    experiment = load_experiment(REPO / "experiments" / "quickstart.yaml")
+    out = args.out or ROOT / "results" / "reference" / f"body-cpu{'-gpu-shape' if args.gpu_shape else ''}.json"
+    experiment = load_experiment(ROOT / "experiments" / "quickstart.yaml")
     bench = Workbench.start(experiment, encode_spec({}, ["known_delay", "known_stall"]))
     began = time.perf_counter()
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -140,7 +140,7 @@ def main() -> None:
     finally:
         bench.session.close()
     record: dict[str, Any] = {
-        "command": "python -m benchmarks.body_cpu" + (" --gpu-shape" if args.gpu_shape else ""),
+        "command": "python -m benchmarks.engine.body_cpu" + (" --gpu-shape" if args.gpu_shape else ""),
         "environment": environment_record(),
         "topology": "uni,fork,async (GPU default shape)" if args.gpu_shape else "mp, spawn, sync (CPU default)",
         "mean_step_s": step_s,

@@ -1,6 +1,6 @@
 """What the telemetry costs: one engine, GC timers and step intervals on vs off, paired.
 
-    python -m benchmarks.observer_cost [--pairs 12] [--out results/reference/observer-cost-cpu.json]
+    python -m benchmarks.engine.observer_cost [--pairs 12] [--out results/reference/observer-cost-cpu.json]
 
 The ``telemetry`` control op removes the GC probe's ``gc.callbacks`` hook and stops recording step intervals in
 every process (the wait-point wrappers stay: they are a Python call per wait either way). Repetitions alternate in
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from benchmarks.paired import ENGINE, paired_runs, throughput_ratio, workbench
+from benchmarks.engine.paired import ENGINE, paired_runs, throughput_ratio, workbench
 from strategies.framework.wait_points import waiting
 from tuner.plugin.gc_probe import GcProbe
 from tuner.plugin.intervals import IntervalRing

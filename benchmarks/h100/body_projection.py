@@ -1,9 +1,9 @@
 """Engine minutes per +-1% for the body of the steps and its guard, replayed from real H100 per-step times.
 
-    nice -n 19 .venv/bin/python -m benchmarks.body_projection --seeds 20 --calibration-seeds 40 \
+    nice -n 19 .venv/bin/python -m benchmarks.h100.body_projection --seeds 20 --calibration-seeds 40 \
         --output results/reference/h100-body.json
 
-The same recordings, re-pairing and topologies as :mod:`benchmarks.h100_projection` (its ``headline``): the
+The same recordings, re-pairing and topologies as :mod:`benchmarks.h100.projection` (its ``headline``): the
 full-batch steps of the 6 A/A runs, a random 0-15 step phase per run and seed, blocks of K compared steps paired in
 time order with the arms at random in each pair; ``sync`` as recorded, ``async`` with one washout step before every
 block (run, charged as engine time, not compared). Each step is split at its cap, twice the median of the 64
@@ -40,10 +40,11 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.h100_projection import (
+from benchmarks import ROOT
+from benchmarks.h100.recordings import (
     CHUNK_STEPS,
+    DATA,
     OFFSET_SPAN,
-    ROOT,
     TOPOLOGIES,
     Floats,
     Run,
@@ -59,7 +60,7 @@ from tuner.records.files import write_json
 from tuner.stats import body_comparison, running_caps, split_at_caps
 
 COMMAND = (
-    "nice -n 19 .venv/bin/python -m benchmarks.body_projection --seeds 20 --calibration-seeds 40 "
+    "nice -n 19 .venv/bin/python -m benchmarks.h100.body_projection --seeds 20 --calibration-seeds 40 "
     "--output results/reference/h100-body.json"
 )
 K_VALUES = (1, 2, 4)
@@ -269,7 +270,7 @@ def calibration_lines(checks: dict[str, Any]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "h100-steps")
+    parser.add_argument("--data", type=Path, default=DATA, help="the H100 per-step recordings")
     parser.add_argument("--seeds", type=int, default=20, help="random arm assignments per run and K")
     parser.add_argument("--calibration-seeds", type=int, default=40, help="random assignments per run for the chunks")
     parser.add_argument("--output", type=Path, default=ROOT / "results" / "reference" / "h100-body.json")

@@ -1,6 +1,6 @@
 """A sweep over an engine argument by restart pairs on the CPU engine, screened and confirmed.
 
-    python benchmarks/restart_sweep.py   # writes results/reference/restart-sweep-cpu.json
+    python -m benchmarks.engine.restart_sweep   # writes results/reference/restart-sweep-cpu.json
 
 Runs ``tuner sweep experiments/restart-dimensions.yaml``: ``max_num_seqs`` 32 against the file's 8, each arm of
 every pair on an engine started for it (mirrored order), then fresh restart pairs for the candidate. Prints each
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import statistics
 
-from benchmarks.reference_sweep import ROOT, fmt_estimate, sweep_from_command_line
+from benchmarks.engine.reference_sweep import ROOT, fmt_estimate, sweep_from_command_line
 
-OUT_NAME, COMMAND = "restart-sweep-cpu.json", "python -m benchmarks.restart_sweep"
+OUT_NAME, COMMAND = "restart-sweep-cpu.json", "python -m benchmarks.engine.restart_sweep"
 EXPERIMENT = ROOT / "experiments" / "restart-dimensions.yaml"
 
 

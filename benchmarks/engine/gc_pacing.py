@@ -2,7 +2,7 @@
 apart (the mutator step by step, the collector arm by arm: ``tuner.measure.gc_pacing``) against long run-level
 pairs (the truth: each arm runs whole repetitions, collecting at its own pace), and an A/A of the same load.
 
-    python -m benchmarks.gc_pacing [--gpu-shape] [--out results/reference/gc-pacing-cpu.json]
+    python -m benchmarks.engine.gc_pacing [--gpu-shape] [--out results/reference/gc-pacing-cpu.json]
 
 On this CPU the engine's own garbage collection is ~0.01-0.03% of a step, so pacing it cannot be seen;
 ``known_gc_load`` with ``lifetime_steps`` makes objects in EngineCore that live one step (as request state lives
@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.paired import gpu_shape, test_plugins_on_path
+from benchmarks import ROOT
+from benchmarks.engine.paired import gpu_shape, test_plugins_on_path
 from tuner.config import load_experiment
 from tuner.config.search import Objective, Pairs
 from tuner.measure.gc_pacing import PacingComparison, pacing_comparison
@@ -45,7 +46,6 @@ from tuner.stats import RatioEstimate
 from tuner.stats.product import in_orientation
 from tuner.vllm.environment import environment_record
 
-REPO = Path(__file__).resolve().parent.parent
 LOAD: StrategySet = {"known_gc_load": {"engine_core_objects": 6000, "refs_per_object": 20, "lifetime_steps": 1}}
 TRIAL: StrategySet = {**LOAD, "engine_gc_threshold": {"gen0_per_seq": 64}}
 METRIC = "output_tokens_per_s"
@@ -112,8 +112,8 @@ def main() -> None:
     test_plugins_on_path()  # the engine-only threshold strategy
     if args.gpu_shape:
         gpu_shape()
-    out = args.out or REPO / "results" / "reference" / f"gc-pacing-cpu{'-gpu-shape' if args.gpu_shape else ''}.json"
-    experiment = load_experiment(REPO / "experiments" / "quickstart.yaml")
+    out = args.out or ROOT / "results" / "reference" / f"gc-pacing-cpu{'-gpu-shape' if args.gpu_shape else ''}.json"
+    experiment = load_experiment(ROOT / "experiments" / "quickstart.yaml")
     bench = Workbench.start(experiment, encode_spec({}, ["known_gc_load", "engine_gc_threshold"]))
     try:
         print(f"decomposed comparison ({args.budget_s:g} s)", flush=True)
@@ -134,7 +134,7 @@ def main() -> None:
     width_ratio = (_width(found) - 1) / (_width(runs) - 1)
     time_ratio = found["engine_s"] / runs["engine_s"]
     result: dict[str, Any] = {
-        "command": "python -m benchmarks.gc_pacing" + (" --gpu-shape" if args.gpu_shape else ""),
+        "command": "python -m benchmarks.engine.gc_pacing" + (" --gpu-shape" if args.gpu_shape else ""),
         "environment": environment_record(),
         "topology": "uni,fork,async (GPU default shape)" if args.gpu_shape else "mp, spawn, sync (CPU default)",
         "load": LOAD,

@@ -1,6 +1,6 @@
 """Sweep-level error rates, power and bias of screening + confirmation, on the simulated host (no engine).
 
-    python -m benchmarks.sweep_decisions [--sweeps 1000] [--out results/reference/sweep-decisions-sim.json]
+    python -m benchmarks.simulations.sweep_decisions [--sweeps 1000] [--out results/reference/sweep-decisions-sim.json]
 
 Drives the harness of tests/simulation.py through the tool's real decision code (tuner.sweep.decisions,
 tuner.sweep.plans, tuner.sweep.power) with the default design (up to 3 candidates by screening lower bound, each

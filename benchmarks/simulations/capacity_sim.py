@@ -1,6 +1,6 @@
 """Capacity under an SLO on a simulated server: the attainment test's error rates and the capacity ratio's coverage.
 
-    nice -n 19 python -m benchmarks.capacity_sim [--out results/reference/capacity-sim.json] [--searches 1000]
+    nice -n 19 python -m benchmarks.simulations.capacity_sim [--out results/reference/capacity-sim.json] [--searches N]
 
 No engine: a queueing model driven through tuner.stats' real attainment test, capacity estimate and KneeSearch.
 Requests arrive as a Poisson process at the load (requests/s) or in bursts (geometric sizes, mean ``mean_burst``)

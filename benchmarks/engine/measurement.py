@@ -1,6 +1,6 @@
 """Benchmarks of the measurement itself on the engine at hand (CPU here, a GPU host where available).
 
-    python benchmarks/measurement.py [--quick] [--out results/reference/measurement-cpu.json]
+    python -m benchmarks.engine.measurement [--quick] [--out results/reference/measurement-cpu.json]
 
 Prints, and writes as JSON:
 1. switching a strategy set on a running engine vs starting an engine (issue: "switch < 1 s");
@@ -63,18 +63,8 @@ def width(est: Any) -> float:
     return est.ci_high / est.ci_low - 1
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer comparisons and a shorter budget")
-    parser.add_argument("--model", default=ENGINE["model"])
-    parser.add_argument("--max-num-seqs", type=int, default=ENGINE["max_num_seqs"])
-    parser.add_argument("--out", type=Path, default=Path("results/reference/measurement-cpu.json"))
-    args = parser.parse_args()
-    console = Console()
-    engine = {**ENGINE, "model": args.model, "max_num_seqs": args.max_num_seqs}
-    comparisons, pairs_per, budget = (20, 6, 60.0) if not args.quick else (20, 6, 20.0)
-    result: dict[str, Any] = {"environment": environment_record(), "engine": engine}
-
+def switch_vs_restart(engine: dict[str, Any], console: Console) -> tuple[dict[str, Any], Workbench]:
+    """Switching a strategy set in place, 30 times, against a cold and a warm engine start; the warm engine back."""
     bench = start(engine)
     switch_s = []
     sets: list[StrategySet] = [
@@ -89,37 +79,43 @@ def main() -> None:
     first_start = bench.session.start_s
     bench.session.close()
     bench = start(engine)  # a second (warm) start
-    result["switch_vs_restart"] = {
-        "switch_ms_median": statistics.median(switch_s) * 1e3,
-        "switch_ms_max": max(switch_s) * 1e3,
-        "engine_start_s": [first_start, bench.session.start_s],
-    }
     console.print(
         f"switch a strategy set in place: median {statistics.median(switch_s) * 1e3:.1f} ms, "
         f"max {max(switch_s) * 1e3:.1f} ms; engine start {first_start:.1f} s / {bench.session.start_s:.1f} s"
     )
+    return {
+        "switch_ms_median": statistics.median(switch_s) * 1e3,
+        "switch_ms_max": max(switch_s) * 1e3,
+        "engine_start_s": [first_start, bench.session.start_s],
+    }, bench
 
+
+def run_level_aa(bench: Workbench, comparisons: int, pairs_per: int, console: Console) -> dict[str, Any]:
+    """``comparisons`` run-level A/As of ``pairs_per`` pairs each: how many are called different."""
     objective = Objective(metric="output_tokens_per_s")
     estimates = []
     began = time.perf_counter()
     for i in range(comparisons):
         arms = paired_runs(bench, {}, Pairs(min=pairs_per, max=pairs_per), objective, None, seed=i)
         estimates.append(arms.ratio(objective.metric))
-    run_level_s = time.perf_counter() - began
     fpr = false_positive_rate(estimates)
-    result["run_level_aa"] = {
-        "comparisons": comparisons,
-        "pairs_each": pairs_per,
-        "false_positive_rate": fpr,
-        "log_sd_median": statistics.median(e.log_sd for e in estimates),
-        "seconds": run_level_s,
-    }
     console.print(
         f"run-level A/A: {sum(e.verdict in ('better', 'worse') for e in estimates)} of {comparisons} "
         f"comparisons significant ({fpr:.0%}); per-pair log-ratio SD "
         f"{statistics.median(e.log_sd for e in estimates):.3f}"
     )
+    return {
+        "comparisons": comparisons,
+        "pairs_each": pairs_per,
+        "false_positive_rate": fpr,
+        "log_sd_median": statistics.median(e.log_sd for e in estimates),
+        "seconds": time.perf_counter() - began,
+    }
 
+
+def equal_budget(bench: Workbench, budget: float, console: Console) -> dict[str, Any]:
+    """An A/A by run-level pairs and one by step blocks, each for ``budget`` engine seconds: their CI widths."""
+    objective = Objective(metric="output_tokens_per_s")
     began = time.perf_counter()
     runs = paired_runs(
         bench,
@@ -132,10 +128,15 @@ def main() -> None:
     )
     run_est = runs.ratio(objective.metric)
     # the grain this reference was measured with, then settled by a gc.collect(0) at each block end (removed in
-    # 933dc0a); benchmarks/sensitivity.py measures the grain chosen now
+    # 933dc0a); benchmarks/engine/sensitivity.py measures the grain chosen now
     step = interleaved_comparison(bench, {}, {}, block_steps=16, budget_s=budget)
     assert step.estimate is not None
-    result["equal_budget"] = {
+    console.print(
+        f"same {budget:.0f} s budget, A/A: run-level pairs n={run_est.n} CI width {width(run_est):.1%} "
+        f"(SD {run_est.log_sd:.3f}); step interleaving n={step.estimate.n} CI width "
+        f"{width(step.estimate):.1%} (SD {step.estimate.log_sd:.3f})"
+    )
+    return {
         "budget_s": budget,
         "run_level": {
             "pairs": run_est.n,
@@ -150,11 +151,22 @@ def main() -> None:
             "log_sd": step.estimate.log_sd,
         },
     }
-    console.print(
-        f"same {budget:.0f} s budget, A/A: run-level pairs n={run_est.n} CI width {width(run_est):.1%} "
-        f"(SD {run_est.log_sd:.3f}); step interleaving n={step.estimate.n} CI width "
-        f"{width(step.estimate):.1%} (SD {step.estimate.log_sd:.3f})"
-    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer comparisons and a shorter budget")
+    parser.add_argument("--model", default=ENGINE["model"])
+    parser.add_argument("--max-num-seqs", type=int, default=ENGINE["max_num_seqs"])
+    parser.add_argument("--out", type=Path, default=Path("results/reference/measurement-cpu.json"))
+    args = parser.parse_args()
+    console = Console()
+    engine = {**ENGINE, "model": args.model, "max_num_seqs": args.max_num_seqs}
+    comparisons, pairs_per, budget = (20, 6, 60.0) if not args.quick else (20, 6, 20.0)
+    result: dict[str, Any] = {"environment": environment_record(), "engine": engine}
+    result["switch_vs_restart"], bench = switch_vs_restart(engine, console)
+    result["run_level_aa"] = run_level_aa(bench, comparisons, pairs_per, console)
+    result["equal_budget"] = equal_budget(bench, budget, console)
     bench.session.close()
     write_json(args.out, result)
     console.print(f"wrote {args.out}")

@@ -1,6 +1,6 @@
 """gc_in_waits against vLLM's native GC on one GC-heavy CPU engine, side by side, in one run.
 
-    python -m benchmarks.gc_in_waits [--pairs 8] [--out results/reference/gc-in-waits-cpu.json]
+    python -m benchmarks.engine.gc_in_waits [--pairs 8] [--out results/reference/gc-in-waits-cpu.json]
 
 Both arms run with ``gc_freeze: false`` (upstream's freeze undone, so EngineCore's whole heap is traversed by its
 old-generation collections) and a raised ``max_num_seqs``: the GC-heavy setting. Pairs of repetitions in mirrored
@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.paired import ENGINE, paired_runs, throughput_ratio, workbench
+from benchmarks.engine.paired import ENGINE, paired_runs, throughput_ratio, workbench
 from tuner.records.files import write_json
 from tuner.vllm.environment import environment_record
 

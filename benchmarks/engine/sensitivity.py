@@ -1,7 +1,7 @@
 """Engine seconds per +-1% for run-level pairs, the old step level (16-step blocks) and the grain chosen now,
 for a known delay in EngineCore and one in the worker, on the engine at hand; and the A/A false-positive rate.
 
-    python -m benchmarks.sensitivity [--gpu-shape] [--out results/reference/sensitivity-cpu.json]
+    python -m benchmarks.engine.sensitivity [--gpu-shape] [--out results/reference/sensitivity-cpu.json]
 
 One engine (the quickstart's), every comparison paired on it. For each side of the pipeline a busy-wait of 2% of
 a step (:class:`strategies.known_delay.KnownDelay`) is measured by each method for the same budget; each gives its
@@ -27,7 +27,8 @@ from typing import Any
 
 from scipy.stats import binomtest
 
-from benchmarks.paired import gpu_shape
+from benchmarks import ROOT
+from benchmarks.engine.paired import gpu_shape
 from tuner.config import load_experiment
 from tuner.config.search import Objective, Pairs
 from tuner.measure.grain import DEFAULT_BLOCK_STEPS
@@ -41,7 +42,6 @@ from tuner.records.files import write_json
 from tuner.stats import RatioEstimate
 from tuner.vllm.environment import environment_record
 
-REPO = Path(__file__).resolve().parent.parent
 SWITCH_ONLY: StrategySet = {"known_delay": {}}
 SHARE = 0.02
 OLD_BLOCK_STEPS = 16
@@ -114,8 +114,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.gpu_shape:
         gpu_shape()
-    out = args.out or REPO / "results" / "reference" / f"sensitivity-cpu{'-gpu-shape' if args.gpu_shape else ''}.json"
-    experiment = load_experiment(REPO / "experiments" / "quickstart.yaml")
+    out = args.out or ROOT / "results" / "reference" / f"sensitivity-cpu{'-gpu-shape' if args.gpu_shape else ''}.json"
+    experiment = load_experiment(ROOT / "experiments" / "quickstart.yaml")
     bench = Workbench.start(experiment, encode_spec({}, ["known_delay"]))
     try:
         k = DEFAULT_BLOCK_STEPS
@@ -123,7 +123,7 @@ def main() -> None:
         step_s = pilot.mean_step_s["A"] or 0.02
         delay_s = SHARE * step_s
         result: dict[str, Any] = {
-            "command": "python -m benchmarks.sensitivity" + (" --gpu-shape" if args.gpu_shape else ""),
+            "command": "python -m benchmarks.engine.sensitivity" + (" --gpu-shape" if args.gpu_shape else ""),
             "environment": environment_record(),
             "topology": "uni,fork,async (GPU default shape)" if args.gpu_shape else "mp, spawn, sync (CPU default)",
             "mean_step_ms": round(step_s * 1e3, 3),

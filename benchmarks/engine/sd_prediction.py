@@ -1,6 +1,6 @@
 """How often a plan's SD bound holds: the per-pair SD measured now against the one the next comparison meets.
 
-    python -m benchmarks.sd_prediction [--engines 10] [--out results/reference/sd-prediction.json]
+    python -m benchmarks.engine.sd_prediction [--engines 10] [--out results/reference/sd-prediction.json]
 
 Three kinds of evidence:
 
@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 from scipy import stats as _st
 
-from benchmarks.h100_projection import ROOT, Run, load
+from benchmarks import ROOT
+from benchmarks.h100.recordings import DATA, Run, load
 from tuner.records.files import write_json
 from tuner.stats.sd_prediction import DRIFT, KURTOSIS_FLOOR, excess_kurtosis, log_sd_error, predict_sd
 
-DATA = ROOT.parent / "shared" / "data" / "h100-steps"
 WINDOWS = (32, 64, 128)
 SEEDS = 5
 QUICKSTART = "results/reference/quickstart/summary.json"
@@ -194,13 +194,14 @@ def fresh_engines(count: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engines", type=int, default=0, help="fresh quickstart engines (calibration, screening)")
+    parser.add_argument("--data", type=Path, default=DATA, help="the H100 per-step recordings")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "reference" / "sd-prediction.json")
     args = parser.parse_args()
-    paths = sorted(DATA.glob("*.json"))
+    paths = sorted(args.data.glob("*.json"))
     if not paths:
-        raise SystemExit(f"no H100 recordings under {DATA}")
+        raise SystemExit(f"no H100 recordings under {args.data}")
     result = {
-        "command": "python -m benchmarks.sd_prediction" + (f" --engines {args.engines}" if args.engines else ""),
+        "command": "python -m benchmarks.engine.sd_prediction" + (f" --engines {args.engines}" if args.engines else ""),
         "constants": {"kurtosis_floor": KURTOSIS_FLOOR, "drift": DRIFT},
         "h100": h100(paths),
         "cpu_quickstarts": quickstarts(),

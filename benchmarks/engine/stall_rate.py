@@ -1,7 +1,7 @@
 """The stall estimand's calibration and power: on the H100 steps (re-paired A/A) and on the CPU engine.
 
-    python -m benchmarks.stall_rate   # writes results/reference/stall-rate.json
-    python -m benchmarks.stall_rate --skip-engine --out /tmp/stall-rate.json   # the H100 part only
+    python -m benchmarks.engine.stall_rate   # writes results/reference/stall-rate.json
+    python -m benchmarks.engine.stall_rate --skip-engine --out /tmp/stall-rate.json   # the H100 part only
 
 The difference is :func:`tuner.stats.stall_rate.paired_rate_difference`'s (``method`` in the output): Newcombe's
 score interval on counts deflated by the between-pair design effect, flagged when it excludes 0.
@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import binomtest
 
+from benchmarks import ROOT
+from benchmarks.h100.recordings import DATA
 from tuner.config import load_experiment
 from tuner.measure.grain import DEFAULT_BLOCK_STEPS
 from tuner.measure.interleave import interleaved_comparison
@@ -40,8 +42,6 @@ from tuner.records.files import write_json
 from tuner.stats.stall_rate import METHOD, StallRule
 from tuner.vllm.environment import environment_record
 
-REPO = Path(__file__).resolve().parent.parent
-H100 = REPO.parent / "shared" / "data" / "h100-steps"
 YARDSTICK = "known_stall"
 
 
@@ -65,12 +65,12 @@ def _repaired(dt: np.ndarray, rng: np.random.Generator, stall_s: float, every: i
     return steps
 
 
-def h100(draws: int, stall_s: float, every: int, rule: StallRule) -> dict[str, Any]:
+def h100(data: Path, draws: int, stall_s: float, every: int, rule: StallRule) -> dict[str, Any]:
     """Flag shares over re-pairings of every A/A series of the H100 data, without and with an injected stall."""
     rng = np.random.default_rng(0)
     out: dict[str, Any] = {"method": METHOD, "known_difference": 1 / every, "series": {}}
     totals = {"aa": [0, 0], "injected": [0, 0], "covered": [0, 0]}
-    for path in sorted(H100.glob("*.json")):
+    for path in sorted(data.glob("*.json")):
         for label, run in json.loads(path.read_text()).items():
             if not label.startswith("AA"):
                 continue
@@ -106,7 +106,7 @@ def _covers(comparison: StallComparison, rate: float) -> bool:
 def engine(aa: int, ab: int, budget: float, stall_ms: float, every: int, sensitive: StallRule) -> dict[str, Any]:
     """A/A flag shares (the experiment's rule and ``sensitive``, on the same steps) and injected-stall coverage on
     the quickstart's CPU engine."""
-    experiment = load_experiment(REPO / "experiments" / "quickstart.yaml")
+    experiment = load_experiment(ROOT / "experiments" / "quickstart.yaml")
     bench = Workbench.start(experiment, encode_spec({}, [YARDSTICK]))
     rows: dict[str, list[dict[str, Any]]] = {"aa": [], "aa_sensitive": [], "injected": []}
     try:
@@ -150,6 +150,7 @@ def engine(aa: int, ab: int, budget: float, stall_ms: float, every: int, sensiti
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="the H100 per-step recordings")
     parser.add_argument("--h100-draws", type=int, default=400)
     parser.add_argument("--aa", type=int, default=40, help="A/A comparisons on the engine")
     parser.add_argument("--ab", type=int, default=10, help="comparisons with an injected stall")
@@ -158,13 +159,13 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=25)
     parser.add_argument("--sensitive-factor", type=float, default=1.5, help="A/A also at this factor, no floor")
     parser.add_argument("--skip-engine", action="store_true", help="only the H100 part (no engine started)")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "reference" / "stall-rate.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "reference" / "stall-rate.json")
     args = parser.parse_args()
-    rule = load_experiment(REPO / "experiments" / "quickstart.yaml").measure.stalls.rule()
+    rule = load_experiment(ROOT / "experiments" / "quickstart.yaml").measure.stalls.rule()
     result: dict[str, Any] = {
-        "command": "python -m benchmarks.stall_rate",
+        "command": "python -m benchmarks.engine.stall_rate",
         "rule": {"factor": rule.factor, "floor_s": rule.floor_s, "window": rule.window},
-        "h100": h100(args.h100_draws, args.stall_ms / 1e3, args.every, rule),
+        "h100": h100(args.data, args.h100_draws, args.stall_ms / 1e3, args.every, rule),
     }
     print("H100", json.dumps({k: v for k, v in result["h100"].items() if k != "series"}), flush=True)
     if not args.skip_engine:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from benchmarks import ROOT
 from tuner.config import Experiment
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import encode_spec
 from tuner.stats import mirrored_order, paired_ratio_of_sums
 
-THIRD_PARTY = Path(__file__).resolve().parent.parent / "tests" / "third_party"
+THIRD_PARTY = ROOT / "tests" / "third_party"
 """The test-only strategies and plugins (found by their entry points once on the path)."""
 
 

@@ -21,7 +21,7 @@ statistic is T(theta) = sum_u s_u w_u with w = d - C beta; the point estimate is
 Units. Pairs (AB/BA) are the step interleaver's unit. Runs of alternating blocks (ABAB, ABABABAB) are a design
 option the test handles the same way (it flips whole units): on the H100 A/A steps they cut the noise of one-step
 blocks further than the adjustment does (alternation cancels smooth drift and part of a pause's shoulders), but a
-block is then followed by the other arm more often, so carry-over is misattributed more (benchmarks/h100_projection.py,
+block is then followed by the other arm more often, so carry-over is misattributed more (benchmarks/h100/projection.py,
 ADJUSTED_NOTES). Mirrored quadruples (ABBA) are noisier at small K.
 
 Why exact. Under the sharp null "every B block took R times its A time" the de-treated series does not depend on the
@@ -48,11 +48,11 @@ import numpy.typing as npt
 from scipy import optimize as _opt
 from scipy import special as _sp
 
+from benchmarks.h100.step_units import Floats, Linear, coefficients, linear_terms, random_units, validated
 from tuner.stats import RatioEstimate, call_verdict
 
 __all__ = ["AdjustedStepRatio", "adjusted_step_fit", "adjusted_step_ratio", "random_units"]
 
-_Floats = npt.NDArray[np.float64]
 UNBOUNDED_LOG = 40.0  # an interval side the test never rejects is reported this far out, as in tuner.stats
 _BISECTIONS = 45
 
@@ -76,139 +76,19 @@ class AdjustedStepRatio:
     units: int
 
 
-@dataclass(frozen=True)
-class _Linear:
-    """Per unit, the contrast and the covariates as linear functions of theta: d = theta du + dv, C = theta Cu + Cv."""
-
-    du: _Floats
-    dv: _Floats
-    cu: _Floats
-    cv: _Floats
-    signs: _Floats
-
-
-def random_units(
-    n_units: int, pattern: str, rng: np.random.Generator
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
-    """A randomized design of ``n_units`` consecutive units, each running ``pattern`` (blocks of arms "A"/"B": "AB"
-    for pairs, "ABAB" or "ABABABAB" for alternating runs, "ABBA" for mirrored quadruples) or its mirror image (A and
-    B swapped), a fair coin per unit: per block whether it runs the trial arm B, and its unit."""
-    if n_units < 1 or not pattern or set(pattern) != {"A", "B"}:
-        raise ValueError(f"need n_units >= 1 and a pattern of both arms A and B, got {n_units}, {pattern!r}")
-    mirrored = rng.random(n_units) < 0.5
-    is_b = np.array([arm == "B" for arm in pattern])
-    is_trial = (is_b[None, :] != mirrored[:, None]).ravel()
-    unit = np.repeat(np.arange(n_units, dtype=np.int64), len(pattern))
-    return is_trial, unit
-
-
-@dataclass(frozen=True)
-class _Blocks:
-    """Validated per-block inputs, and the units as runs of blocks [start, end] in time order."""
-
-    t: _Floats
-    a: _Floats
-    b: npt.NDArray[np.bool_]
-    segment: npt.NDArray[np.int64]
-    used: npt.NDArray[np.bool_]
-    starts: npt.NDArray[np.intp]
-    ends: npt.NDArray[np.intp]
-
-
-def _validated(
-    seconds: npt.ArrayLike,
-    steps: npt.ArrayLike,
-    is_trial: npt.ArrayLike,
-    unit: npt.ArrayLike,
-    segment: npt.ArrayLike | None,
-) -> _Blocks:
-    t = np.asarray(seconds, dtype=np.float64)
-    a = np.asarray(steps, dtype=np.float64)
-    b = np.asarray(is_trial)
-    u = np.asarray(unit)
-    g = np.zeros(t.shape, dtype=np.int64) if segment is None else np.asarray(segment)
-    if t.ndim != 1 or {a.shape, b.shape, u.shape, g.shape} != {t.shape}:
-        raise ValueError("seconds, steps, is_trial, unit (and segment) must be 1-D arrays of one length per block")
-    if not (np.all(np.isfinite(t)) and np.all(t > 0) and np.all(np.isfinite(a)) and np.all(a > 0)):
-        raise ValueError("block seconds and steps must be finite and positive")
-    if b.dtype != np.bool_ or not np.issubdtype(u.dtype, np.integer) or not np.issubdtype(g.dtype, np.integer):
-        raise ValueError("is_trial must be boolean, unit and segment integer")
-    used = u >= 0
-    change = np.flatnonzero(np.r_[True, u[1:] != u[:-1]])  # runs of equal unit ids
-    run_ends = np.r_[change[1:], u.size] - 1
-    keep = used[change]
-    starts, ends = change[keep], run_ends[keep]
-    if starts.size != np.unique(u[used]).size:
-        raise ValueError("each unit's blocks must be consecutive in time")
-    if starts.size < 2:
-        raise ValueError(f"a comparison needs at least 2 units, got {starts.size}")
-    segment_changes = np.cumsum(np.r_[0, g[1:] != g[:-1]])
-    if np.any(segment_changes[starts] != segment_changes[ends]):
-        raise ValueError("each unit's blocks must lie in one segment")
-    trials = np.add.reduceat(b.astype(np.int64), change)[keep]
-    if np.any(trials == 0) or np.any(trials == ends - starts + 1):
-        raise ValueError("every unit needs blocks of both arms")
-    return _Blocks(t=t, a=a, b=b.astype(np.bool_), segment=g.astype(np.int64), used=used, starts=starts, ends=ends)
-
-
-def _linear(blocks: _Blocks, lags: int, intercept: bool) -> _Linear:
-    """The unit contrasts and covariates, linear in theta (see the module docstring)."""
-    t, a, b, g, used, starts, ends = (
-        blocks.t,
-        blocks.a,
-        blocks.b,
-        blocks.segment,
-        blocks.used,
-        blocks.starts,
-        blocks.ends,
-    )
-    total = float(a[used].sum())
-    trial_time, reference_time = float(t[used & b].sum()), float(t[used & ~b].sum())
-    eu = np.where(b, t, 0.0) - a * trial_time / total  # e_j(theta) = theta * eu_j + ev_j
-    ev = np.where(b, 0.0, t) - a * reference_time / total
-    counts = ends - starts + 1
-    index = np.repeat(np.arange(starts.size), counts)
-    members = np.flatnonzero(used)  # the units' blocks, in time order (units are consecutive runs)
-    orient = np.where(b, 1.0, -1.0)  # o_j: +1 on B
-    signs = -orient[starts]  # s_u = +1 when the unit's first block ran A
-    r = orient[members] * signs[index]  # r_j: the pattern with the unit's first block at -1
-    du = np.asarray(np.bincount(index, r * eu[members], minlength=starts.size), dtype=np.float64)
-    dv = np.asarray(np.bincount(index, r * ev[members], minlength=starts.size), dtype=np.float64)
-    columns_u, columns_v = [], []
-    for lag in range(1, lags + 1):
-        after, before = ends + lag, starts - lag
-        ok = (before >= 0) & (after < t.size)
-        after, before = np.where(ok, after, 0), np.where(ok, before, 0)
-        ok &= (g[after] == g[starts]) & (g[before] == g[starts])
-        columns_u.append(np.where(ok, eu[after] - eu[before], 0.0))
-        columns_v.append(np.where(ok, ev[after] - ev[before], 0.0))
-    if intercept:
-        columns_u.append(np.zeros(starts.size))
-        columns_v.append(np.ones(starts.size))
-    cu = np.stack(columns_u, axis=1) if columns_u else np.zeros((starts.size, 0))
-    cv = np.stack(columns_v, axis=1) if columns_v else np.zeros((starts.size, 0))
-    return _Linear(du=du, dv=dv, cu=cu, cv=cv, signs=signs)
-
-
-def _coefficients(*terms: npt.ArrayLike) -> tuple[_Floats, _Floats, _Floats]:
-    """A polynomial's three coefficients (theta^2, theta, 1) as float arrays."""
-    squared, linear, constant = (np.asarray(term, dtype=np.float64) for term in terms)
-    return squared, linear, constant
-
-
 class _Statistic:
     """T(theta) and its sign-flip reference distribution, each evaluation O(draws * covariates)."""
 
-    def __init__(self, lin: _Linear, n_permutations: int, rng: np.random.Generator | None) -> None:
+    def __init__(self, lin: Linear, n_permutations: int, rng: np.random.Generator | None) -> None:
         self.lin = lin
         s, cu, cv, du, dv = lin.signs, lin.cu, lin.cv, lin.du, lin.dv
         self.p = cu.shape[1]
         # Normal equations of beta(theta) as polynomials in theta.
-        self.cc = _coefficients(cu.T @ cu, cu.T @ cv + cv.T @ cu, cv.T @ cv)
-        self.cd = _coefficients(cu.T @ du, cu.T @ dv + cv.T @ du, cv.T @ dv)
+        self.cc = coefficients(cu.T @ cu, cu.T @ cv + cv.T @ cu, cv.T @ cv)
+        self.cd = coefficients(cu.T @ du, cu.T @ dv + cv.T @ du, cv.T @ dv)
         self.dd = (float(du @ du), 2.0 * float(du @ dv), float(dv @ dv))
         self.obs = (s @ du, s @ dv, s @ cu, s @ cv)
-        self.ref: tuple[_Floats, _Floats, _Floats, _Floats] | None = None
+        self.ref: tuple[Floats, Floats, Floats, Floats] | None = None
         self.draws, self.exact = 0, False
         if rng is not None:  # the reference set sum_u g_u s_u w_u: flips of the observed signs
             columns = np.asarray(s[:, None] * np.column_stack([du, dv, cu, cv]), dtype=np.float64)
@@ -217,10 +97,10 @@ class _Statistic:
             self.draws = sums.shape[0]
 
     @staticmethod
-    def _quadratic(terms: tuple[_Floats, _Floats, _Floats], theta: float) -> _Floats:
+    def _quadratic(terms: tuple[Floats, Floats, Floats], theta: float) -> Floats:
         return np.asarray(theta * theta * terms[0] + theta * terms[1] + terms[2], dtype=np.float64)
 
-    def beta(self, theta: float) -> _Floats:
+    def beta(self, theta: float) -> Floats:
         """The slopes minimising sum_u w_u(theta)^2 (least squares without intercept column unless asked)."""
         if self.p == 0:
             return np.zeros(0)
@@ -229,7 +109,7 @@ class _Statistic:
             return cd / cc[0] if cc[0, 0] > 0 else np.zeros(1)
         return np.asarray(np.linalg.lstsq(cc, cd, rcond=None)[0], dtype=np.float64)
 
-    def terms(self, theta: float) -> tuple[_Floats, float, float]:
+    def terms(self, theta: float) -> tuple[Floats, float, float]:
         """beta(theta), the observed T(theta) and sum_u w_u(theta)^2 (the statistic's variance under sign flips)."""
         beta = self.beta(theta)
         sdu, sdv, scu, scv = self.obs
@@ -254,7 +134,7 @@ class _Statistic:
         return hits / self.draws if self.exact else (1.0 + hits) / (1.0 + self.draws)
 
 
-def _flipped_sums(columns: _Floats, n_permutations: int, rng: np.random.Generator) -> tuple[_Floats, bool]:
+def _flipped_sums(columns: Floats, n_permutations: int, rng: np.random.Generator) -> tuple[Floats, bool]:
     """sum_u g_u x_u for every column x of ``columns`` (units, q) and sign pattern g: all 2**n patterns when that is
     at most ``n_permutations`` (exact), else that many random ones; (draws, q), in chunks of about 2**21 signs."""
     n = columns.shape[0]
@@ -288,6 +168,36 @@ def _root(stat: _Statistic, guess: float) -> float:
     raise ValueError("the adjusted statistic has no root: the covariates absorb the whole contrast")
 
 
+def _inverted_ci(
+    stat: _Statistic, point: float, variance: float, normal: float, alpha: float
+) -> tuple[float, float, float]:
+    """(p-value of no difference, low, high) in log R: every ratio the sign-flip test does not reject at ``alpha``,
+    found by bisection outward from ``point`` (bracketed at two normal half-widths where that rejects)."""
+    if variance <= 1e-300 * max(1.0, stat.dd[2]):  # identical arms: no test, a point interval
+        return math.nan, point, point
+    p_zero = stat.p_value(1.0)
+    bounds = []
+    for sign in (-1.0, 1.0):  # in log R; theta = exp(-log R)
+        inner, outer, halvings = point, point + sign * UNBOUNDED_LOG, _BISECTIONS
+        probe = point + sign * 2.0 * normal if 0.0 < normal < UNBOUNDED_LOG / 2 else outer
+        if stat.p_value(math.exp(-probe)) < alpha:  # the usual case: bracket [estimate, 2 normal half-widths]
+            outer, halvings = probe, _BISECTIONS - 15
+        elif stat.p_value(math.exp(-outer)) >= alpha:
+            bounds.append(outer)
+            continue
+        for _ in range(halvings):
+            middle = (inner + outer) / 2.0
+            if stat.p_value(math.exp(-middle)) >= alpha:
+                inner = middle
+            else:
+                outer = middle
+        bounds.append(inner)
+    low, high = bounds
+    if p_zero >= alpha:  # 0 is inside exactly when the test at 0 accepts
+        low, high = min(low, 0.0), max(high, 0.0)
+    return p_zero, low, high
+
+
 def adjusted_step_fit(
     seconds: npt.ArrayLike,
     steps: npt.ArrayLike,
@@ -309,13 +219,13 @@ def adjusted_step_fit(
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if n_permutations < 1:
         raise ValueError(f"n_permutations must be >= 1, got {n_permutations}")
-    blocks = _validated(seconds, steps, is_trial, unit, segment)
-    lin = _linear(blocks, lags, intercept)
+    blocks = validated(seconds, steps, is_trial, unit, segment)
+    lin = linear_terms(blocks, lags, intercept)
     n = lin.du.size
     if lin.cu.shape[1] >= n:
         raise ValueError(f"{lin.cu.shape[1]} covariates need more than {n} units")
     stat = _Statistic(lin, n_permutations, np.random.default_rng(seed))
-    plain = _Statistic(_Linear(lin.du, lin.dv, lin.cu[:, :0], lin.cv[:, :0], lin.signs), n_permutations, None)
+    plain = _Statistic(Linear(lin.du, lin.dv, lin.cu[:, :0], lin.cv[:, :0], lin.signs), n_permutations, None)
     t, a, b, used = blocks.t, blocks.a, blocks.b, blocks.used
     plain_theta = float(t[used & ~b].sum() / a[used & ~b].sum()) / float(t[used & b].sum() / a[used & b].sum())
     theta = _root(stat, plain_theta)
@@ -328,29 +238,7 @@ def adjusted_step_fit(
     normal = z * math.sqrt(variance) / abs(slope) if slope else math.inf
     log_sd = math.sqrt(variance / (n - 1)) * n / abs(slope) if slope else math.nan
 
-    if variance <= 1e-300 * max(1.0, stat.dd[2]):  # identical arms: no test, a point interval
-        p_zero, low, high = math.nan, point, point
-    else:
-        p_zero = stat.p_value(1.0)
-        bounds = []
-        for sign in (-1.0, 1.0):  # in log R; theta = exp(-log R)
-            inner, outer, halvings = point, point + sign * UNBOUNDED_LOG, _BISECTIONS
-            probe = point + sign * 2.0 * normal if 0.0 < normal < UNBOUNDED_LOG / 2 else outer
-            if stat.p_value(math.exp(-probe)) < alpha:  # the usual case: bracket [estimate, 2 normal half-widths]
-                outer, halvings = probe, _BISECTIONS - 15
-            elif stat.p_value(math.exp(-outer)) >= alpha:
-                bounds.append(outer)
-                continue
-            for _ in range(halvings):
-                middle = (inner + outer) / 2.0
-                if stat.p_value(math.exp(-middle)) >= alpha:
-                    inner = middle
-                else:
-                    outer = middle
-            bounds.append(inner)
-        low, high = bounds
-        if p_zero >= alpha:  # 0 is inside exactly when the test at 0 accepts
-            low, high = min(low, 0.0), max(high, 0.0)
+    p_zero, low, high = _inverted_ci(stat, point, variance, normal, alpha)
     ci_low, ci_high = math.exp(low), math.exp(high)
     estimate = RatioEstimate(
         ratio=math.exp(point),

@@ -1,6 +1,6 @@
 """RSS growth per process over a long run with the GC thresholds raised (and, for contrast, without).
 
-    python benchmarks/memory_growth.py [--minutes 10] [--out results/reference/memory-growth-cpu.json]
+    python -m benchmarks.engine.memory_growth [--minutes 10] [--out results/reference/memory-growth-cpu.json]
 
 A configuration that trades GC time for memory shows here as RSS that keeps growing; in a sweep the same
 figure is the `peak_rss_mb` metric, which a constraint can bound.

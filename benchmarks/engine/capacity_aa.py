@@ -1,7 +1,7 @@
 """``tuner capacity`` on the CPU engine: A/A searches (the capacity ratio's CI must cover 1) and known slowdowns
 (its CI must lie below 1), each a whole search through the command's own code on one streaming engine.
 
-    python -m benchmarks.capacity_aa [--aa 5] [--slow 2] [--out results/reference/capacity-aa-cpu.json]
+    python -m benchmarks.engine.capacity_aa [--aa 5] [--slow 2] [--out results/reference/capacity-aa-cpu.json]
 
 The A/A configuration is ``known_delay`` with no delay: every engine process switches between the arms as in a
 real comparison, and nothing differs. The slowdown is a 5 ms wait before every batch the worker executes. The
@@ -97,7 +97,9 @@ def main() -> None:
     aa = [r for r in rows if r["kind"] == "aa"]
     slow = [r for r in rows if r["kind"] == "slow"]
     result = {
-        "command": f"python -m benchmarks.capacity_aa --aa {args.aa} --slow {args.slow} --budget-s {args.budget_s:g}",
+        "command": (
+            f"python -m benchmarks.engine.capacity_aa --aa {args.aa} --slow {args.slow} --budget-s {args.budget_s:g}"
+        ),
         "environment": environment_record(),
         "aa_covering_1": f"{sum(r['covers_1'] for r in aa)} of {len(aa)}",
         "slow_below_1": f"{sum(r['below_1'] for r in slow)} of {len(slow)}",
