@@ -185,9 +185,15 @@ def _registered(group: Any, prefix: str = "") -> set[str]:
     return found
 
 
-def test_every_registered_command_is_in_the_command_table() -> None:
-    registered = _registered(typer.main.get_command(app))
-    assert registered == {c.name for c in COMMANDS}
+def test_the_cli_registers_exactly_the_command_table() -> None:
+    """The table is the dispatch: each row one command, registered under its name with its own function."""
+    cli = typer.main.get_command(app)
+    assert _registered(cli) == {c.name for c in COMMANDS}
+    for command in COMMANDS:
+        group: Any = cli
+        for word in command.name.split():
+            group = group.commands[word]
+        assert getattr(group.callback, "__wrapped__", None) is command.handler, command.name  # typer wraps it
     assert all(module in _modules() for module in COMMAND_MODULES), COMMAND_MODULES
 
 

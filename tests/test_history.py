@@ -16,7 +16,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tuner.cli.results import register
+from tuner.cli.main import app
 from tuner.series.history import detect, history
 from tuner.series.stored import Series, load_series
 
@@ -68,8 +68,6 @@ def export_dir(path: Path, series: dict[str, list[float]]) -> Path:
 
 
 def cli() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
     return app
 
 

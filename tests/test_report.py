@@ -23,7 +23,7 @@ import typer
 from typer.testing import CliRunner
 
 from tests.test_tail import synthetic_run
-from tuner.cli.results import register
+from tuner.cli.main import app
 from tuner.errors import UserError
 from tuner.metrics.table import METRIC_NAMES, metric_unit
 from tuner.metrics.tail_attribution import attribute, tail_record
@@ -88,8 +88,6 @@ def run_data() -> dict[str, Any]:
 
 
 def cli() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
     return app
 
 

@@ -58,13 +58,10 @@ def command_tree(group: Any) -> dict[str, Any]:
 
 
 def known_commands() -> dict[str, Any]:
-    """Commands of the real CLI, plus the result commands `register()` adds (in case cli.py is not wired yet)."""
+    """Commands of the real CLI."""
     from tuner.cli.main import app
-    from tuner.cli.results import register
 
-    extra = typer.Typer()
-    register(extra)
-    return {**command_tree(typer.main.get_command(extra)), **command_tree(typer.main.get_command(app))}
+    return command_tree(typer.main.get_command(app))
 
 
 @pytest.mark.parametrize("name", ["ci.yml", "perf.yml"])

@@ -1,7 +1,7 @@
-"""CLI commands that read results: ``tuner report``, ``compare``, ``export bench`` and ``history``.
-
-``tuner.cli.main`` adds them with ``register(app)``. Each command imports its library module lazily (the CLI starts
-fast) and wraps its body in ``tuner.cli.user_errors()``, so bad input prints one line and exits 2.
+"""CLI commands that read results: ``tuner report``, ``compare``, ``export bench``, ``export loads``, ``history``,
+``pr-check`` and ``dashboard`` (registered from :data:`tuner.cli.commands.COMMANDS`). Each imports its library
+module lazily (the CLI starts fast) and wraps its body in ``tuner.cli.user_errors()``, so bad input prints one line
+and exits 2.
 """
 
 from __future__ import annotations
@@ -279,17 +279,3 @@ def export_loads(
     with user_errors():
         written = write_loads(path, output)
     console.print(f"wrote [bold]{written}[/bold]", soft_wrap=True)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``report``, ``compare``, ``export bench``, ``export loads``, ``history``, ``pr-check`` and
-    ``dashboard`` to ``app``."""
-    app.command("report")(report)
-    app.command("compare")(compare)
-    app.command("history")(history)
-    app.command("pr-check")(pr_check)
-    app.command("dashboard")(dashboard)
-    export_app = typer.Typer(help="Export results for other tools.", no_args_is_help=True)
-    export_app.command("bench")(export_bench)
-    export_app.command("loads")(export_loads)
-    app.add_typer(export_app, name="export")

@@ -13,10 +13,8 @@ from strategies import Param, Strategy
 from tuner.cli.output import console, fail, user_errors
 
 COLUMNS = ("name", "applies", "switchable", "upstream", "description")
-strategies_app = typer.Typer(help="Inspect the available strategies.", no_args_is_help=True)
 
 
-@strategies_app.command("list")
 def strategies_list() -> None:
     """One line per strategy: whether it applies to the installed vLLM, how it is compared, where vLLM stands on it
     and what it does (`tuner strategies show NAME` for the rest)."""
@@ -38,7 +36,6 @@ def strategies_list() -> None:
     console.print(table)
 
 
-@strategies_app.command("show")
 def strategies_show(name: Annotated[str, typer.Argument(help="a strategy's name (`tuner strategies list`)")]) -> None:
     """Everything about one strategy: whether and why it applies, its vLLM releases and code paths, where vLLM
     stands on it, how it is switched, its processes and parameters."""

@@ -10,10 +10,7 @@ from rich.table import Table
 
 from tuner.traffic.dataset import Format
 
-workload_app = typer.Typer(help="Check request files before replaying them.", no_args_is_help=True)
 
-
-@workload_app.command("inspect")
 def inspect(
     file: Annotated[
         Path,
@@ -39,28 +36,14 @@ def inspect(
 ) -> None:
     """Print the requests' lengths, arrivals and prefix reuse, and write the plot, without starting an engine."""
     from tuner.cli.output import console, user_errors
-    from tuner.config import load_experiment
     from tuner.errors import UserError
     from tuner.records.files import write_json
     from tuner.report.workload_section import PLOT, describe, length_rows, workload_plot
-    from tuner.traffic.inspect import guess_format, inspect_file
-    from tuner.traffic.workload import dataset_plan
+    from tuner.traffic.inspect import inspected
 
     with user_errors():
-        if file.suffix.lower() in {".yaml", ".yml"}:
-            experiment = load_experiment(file)
-            if experiment.workload.dataset is None:
-                raise UserError.single(str(file), "no workload.dataset: its requests are synthetic", "workload")
-            _, _, record = dataset_plan(experiment)
-            out = output or experiment.output_dir / experiment.name / "workload"
-            title = experiment.name
-        else:
-            fmt = format or guess_format(file)
-            if fmt is None:
-                raise UserError.single(str(file), "cannot tell its format from its name or first line: give --format")
-            record = inspect_file(file, fmt, tokenizer_model=tokenizer, skip_bad=skip_bad)
-            out = output or Path("results") / "inspect" / file.stem
-            title = file.name
+        record, default_out, title = inspected(file, format, tokenizer_model=tokenizer, skip_bad=skip_bad)
+        out = output or default_out
         for line in describe(record):
             console.print(line, highlight=False, soft_wrap=True)
         table = Table()
@@ -77,7 +60,3 @@ def inspect(
         except OSError as exc:
             raise UserError.single(str(out), f"cannot write: {exc.strerror or exc}") from None
         console.print("wrote " + ", ".join(str(p) for p in written), highlight=False)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(workload_app, name="workload")

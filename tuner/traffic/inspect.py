@@ -1,7 +1,7 @@
 """``tuner workload inspect``: a whole dataset file summarised streaming, without an engine.
 
 Memory grows by the shape's 16 bytes (plus 8 per hash id) per request, never by the file's text: a million-line
-trace is inspected in bounded memory (``benchmarks/inspect_trace.py`` measures it).
+trace is inspected in bounded memory (``benchmarks/engine/inspect_trace.py`` measures it).
 """
 
 from __future__ import annotations
@@ -74,6 +74,27 @@ def inspect_file(
         "replay": "at their recorded times" if fmt.timed else "no recorded times",
         "shape": shape,
     }
+
+
+def inspected(
+    path: Path, fmt: Format | None, *, tokenizer_model: str | None = None, skip_bad: bool = False
+) -> tuple[WorkloadRecord, Path, str]:
+    """What ``tuner workload inspect PATH`` reports: the record of an experiment file's workload (exactly the
+    requests it replays) or of a dataset file (``fmt``, else guessed), where its files go by default, and its title."""
+    if path.suffix.lower() in {".yaml", ".yml"}:
+        from tuner.config import load_experiment
+        from tuner.traffic.workload import dataset_plan
+
+        experiment = load_experiment(path)
+        if experiment.workload.dataset is None:
+            raise UserError.single(str(path), "no workload.dataset: its requests are synthetic", "workload")
+        _, _, record = dataset_plan(experiment)
+        return record, experiment.output_dir / experiment.name / "workload", experiment.name
+    fmt = fmt or guess_format(path)
+    if fmt is None:
+        raise UserError.single(str(path), "cannot tell its format from its name or first line: give --format")
+    record = inspect_file(path, fmt, tokenizer_model=tokenizer_model, skip_bad=skip_bad)
+    return record, Path("results") / "inspect" / path.stem, path.name
 
 
 def _tokenized(requests: Iterator[TraceRequest], tokenizer: object | None) -> Iterator[TraceRequest]:
