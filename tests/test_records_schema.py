@@ -1,4 +1,4 @@
-"""``results/README.md`` documents the record types as they are: every field a writer produces is in its table,
+"""``docs/records.md`` documents the record types as they are: every field a writer produces is in its table,
 and the tables name no field the records do not have."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import pytest
 from tuner.records.capacity import CapacityRecord, LevelRecord, SearchRecord
 from tuner.records.loader import RunRecord, SweepSummary, TrialRow
 
-README = Path(__file__).resolve().parent.parent / "results" / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "records.md"
 
 
 def table_keys(heading: str) -> set[str]:
     """The field names in the first column of the table under ``### heading``."""
     text = README.read_text()
-    assert f"### {heading}" in text, f"results/README.md has no section {heading!r}"
+    assert f"### {heading}" in text, f"docs/records.md has no section {heading!r}"
     section = re.split(r"\n#{2,3} ", text.split(f"### {heading}", 1)[1], maxsplit=1)[0]
     keys: set[str] = set()
     for line in section.splitlines():

@@ -1,7 +1,7 @@
 """The capacity record: what ``tuner capacity`` measured, and its one file.
 
 ``<output_dir>/<experiment>/capacity/capacity.json`` (schema ``tuner.capacity/1``), rewritten after every load level,
-so that an interrupted search keeps what it measured. The fields are described in ``results/README.md``.
+so that an interrupted search keeps what it measured. The fields are described in ``docs/records.md``.
 """
 
 from __future__ import annotations

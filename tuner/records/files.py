@@ -1,6 +1,6 @@
 """Result files: where they go, and the one atomic writer.
 
-Layout (documented in ``results/README.md``)::
+Layout (documented in ``results/README.md``; the records' fields in ``docs/records.md``)::
 
     <output_dir>/<experiment>/<YYYYmmdd-HHMMSS>/run.json      one `tuner run`
     <output_dir>/<experiment>/study.db                         the Optuna study of `tuner sweep`

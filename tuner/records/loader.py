@@ -1,7 +1,7 @@
 """The records the tuner writes and reads, and their one loader: ``run.json`` and ``sweep/summary.json``.
 
 The record types are the file format: writers build them, readers get them from :func:`load`, mypy checks both
-sides, and ``tests/test_records_schema.py`` checks ``results/README.md`` against them. Each file carries a
+sides, and ``tests/test_records_schema.py`` checks ``docs/records.md`` against them. Each file carries a
 ``schema`` key (``<family>/<major version>``); :func:`load` accepts the versions listed here and refuses any
 other with a clear message. Fields are only ever added within a major version.
 

@@ -1,6 +1,6 @@
 """``tuner report``: a Markdown + self-contained HTML report with PNG plots for a run or a sweep.
 
-Inputs (each versioned by its ``schema`` key, see ``results/README.md``):
+Inputs (each versioned by its ``schema`` key, see ``docs/records.md``):
 
 - a run: ``<run dir>/run.json`` (``tuner.run/1``), given as the directory or the file;
 - a sweep: ``<experiment>/sweep/summary.json`` (``tuner.sweep/1``), given as the experiment directory, the
