@@ -297,3 +297,45 @@ def test_a_real_process_prints_no_traceback(name: str) -> None:
     )
     assert done.stdout == ""
     assert_refused(done.returncode, done.stderr, done.stderr, path, *CASES[name])
+
+
+HEAVY = ("vllm", "torch", "tuner.run.run", "tuner.sweep.run", "tuner.capacity", "tuner.calibrate.run")
+"""What a refusal must not wait for: vLLM and torch (10-20 s to import here), and the commands' wings."""
+PROBE = (
+    "import atexit, sys\n"
+    "heavy = sys.argv.pop().split(',')\n"
+    "atexit.register(lambda: print('LOADED', [m for m in heavy if m in sys.modules], file=sys.stderr))\n"
+    "from tuner.cli.main import main\n"
+    "sys.argv = ['tuner', *sys.argv[1:]]\n"
+    "main()\n"
+)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "{missing}"],
+        ["sweep", "{missing}"],
+        ["capacity", "{malformed}"],
+        ["calibrate", "{unknown_key}"],
+        ["worker", "{missing}", "--storage", "sqlite:///x.db"],
+        ["run", str(REPO / "experiments" / "quickstart.yaml"), "--output", "{tmp}"],
+    ],
+    ids=["run-missing", "sweep-missing", "capacity-malformed", "calibrate-unknown-key", "worker-missing", "run-output"],
+)
+def test_a_refusal_waits_for_neither_vllm_nor_a_commands_wing(tmp_path: Path, args: list[str]) -> None:
+    """A missing or malformed experiment file, or a bad ``--output``, is refused with exit 2 and one line before
+    vLLM, torch or the command's own modules are imported (so in about the interpreter's start-up time: 1.4 s here,
+    where importing vLLM takes 10-20 s)."""
+    (tmp_path / "malformed.yaml").write_text("name: x\nengine: [\n")
+    (tmp_path / "unknown_key.yaml").write_text("name: x\nbogus: 1\n")
+    paths = {"missing": tmp_path / "missing.yaml", "malformed": tmp_path / "malformed.yaml"}
+    paths |= {"unknown_key": tmp_path / "unknown_key.yaml", "tmp": tmp_path}
+    argv = [a.format(**{k: str(v) for k, v in paths.items()}) for a in args]
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv, ",".join(HEAVY)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1] == "LOADED []", done.stderr
+    assert len(lines) == 2 and lines[0].startswith("error: "), done.stderr
