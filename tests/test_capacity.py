@@ -24,7 +24,7 @@ from tuner.engine.session import EngineSession
 from tuner.errors import UserError
 from tuner.measure.workbench import Workbench
 from tuner.records.capacity import load_capacity
-from tuner.report.capacity import write_report
+from tuner.report.capacity import write_capacity_report
 from tuner.stats.proportion import arm_attainment, wilson
 
 REPO = Path(__file__).parent.parent
@@ -221,7 +221,7 @@ def _record(tmp_path: Path) -> dict[str, Any]:
 
 def test_the_report_tells_the_levels_and_draws_the_attainment_with_the_knees(tmp_path: Path) -> None:
     record = _record(tmp_path)
-    paths = write_report(tmp_path, record)  # type: ignore[arg-type]
+    paths = write_capacity_report(tmp_path, record)  # type: ignore[arg-type]
     assert [p.name for p in paths] == ["report.md", "report.html", "attainment.png"]
     text = (tmp_path / "report.md").read_text()
     assert "**the configuration serves 20.0% [5.0%, 40.0%] more requests/s.**" in text

@@ -17,7 +17,7 @@ import typer
 from typer.testing import CliRunner
 
 from tuner.cli.main import app
-from tuner.series.history import detect, history
+from tuner.series.history import analyse_series, detect
 from tuner.series.stored import Series, load_series
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -79,7 +79,7 @@ def by_name(found: list[Any], name: str) -> Any:
 def test_a_3_percent_step_in_1_percent_noise_is_found_at_its_commit(tmp_path: Path, layout: str) -> None:
     series = {RATIO: values(3.0, seed=3), ABSOLUTE: values(0.0, seed=11)}
     source = data_js(tmp_path / "data.js", series) if layout == "data.js" else export_dir(tmp_path / "bench", series)
-    results = history(source, tmp_path / "plots")
+    results = analyse_series(source, tmp_path / "plots")
     assert {r.series.name for r in results} == {RATIO, ABSOLUTE}
     step = by_name(results, RATIO)
     assert len(step.change_points) == 1, step.change_points

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.test_history import RATIO, cli, data_js, sha
-from tuner.series.pr_check import COMMENT_MARKER, base_values, pr_check
+from tuner.series.pr_check import COMMENT_MARKER, base_values, check_pull_request
 from tuner.series.stored import load_series
 
 LATENCY = "perf-gpu/ratio-to-baseline/gc_threshold(gen0_per_seq=64)/itl_p99_ms"
@@ -31,10 +31,10 @@ def export(path: Path, values: dict[str, float]) -> Path:
 
 def test_a_5_percent_loss_is_a_regression_and_noise_is_not(tmp_path: Path) -> None:
     base = data_js(tmp_path / "data.js", {RATIO: flat(0)})
-    (bad,) = pr_check([export(tmp_path / "bad.json", {RATIO: 0.95})], base)
+    (bad,) = check_pull_request([export(tmp_path / "bad.json", {RATIO: 0.95})], base)
     assert bad.verdict == "regression" and bad.base_points == 20 and bad.p_worse is not None and bad.p_worse < 1e-3
     assert bad.change_pct == pytest.approx(-5, abs=1)
-    (good,) = pr_check([export(tmp_path / "good.json", {RATIO: 1.06})], base)
+    (good,) = check_pull_request([export(tmp_path / "good.json", {RATIO: 1.06})], base)
     assert good.verdict == "improvement"
 
 
@@ -46,7 +46,7 @@ def test_false_regressions_stay_near_alpha_on_base_like_prs(tmp_path: Path) -> N
     called = 0
     for i, value in enumerate(draws):
         base = data_js(tmp_path / f"{i}.js", {RATIO: flat(100 + i)})
-        (check,) = pr_check([export(tmp_path / f"{i}.json", {RATIO: float(value)})], base, min_change_pct=0)
+        (check,) = check_pull_request([export(tmp_path / f"{i}.json", {RATIO: float(value)})], base, min_change_pct=0)
         called += check.verdict == "regression"
     assert called <= 32
 
@@ -57,17 +57,17 @@ def test_a_noisy_last_base_point_does_not_decide(tmp_path: Path) -> None:
     stored = flat(3)
     stored[-1] = 1.06  # one lucky run on main
     base = data_js(tmp_path / "data.js", {RATIO: stored})
-    (check,) = pr_check([export(tmp_path / "pr.json", {RATIO: 1.0})], base)
+    (check,) = check_pull_request([export(tmp_path / "pr.json", {RATIO: 1.0})], base)
     assert check.verdict == "unchanged" and 1.0 / stored[-1] < 0.95  # the previous point alone would say -5.7%
 
 
 def test_direction_min_change_and_holm_across_series(tmp_path: Path) -> None:
     base = data_js(tmp_path / "data.js", {LATENCY: flat(4)}, tool="customSmallerIsBetter")
-    (slower,) = pr_check([export(tmp_path / "a.json", {LATENCY: 1.05})], base)
+    (slower,) = check_pull_request([export(tmp_path / "a.json", {LATENCY: 1.05})], base)
     assert slower.verdict == "regression"  # a latency ratio going up
-    (small,) = pr_check([export(tmp_path / "b.json", {LATENCY: 1.05})], base, min_change_pct=6)
+    (small,) = check_pull_request([export(tmp_path / "b.json", {LATENCY: 1.05})], base, min_change_pct=6)
     assert small.verdict == "unchanged"
-    one = pr_check([export(tmp_path / "c.json", {LATENCY: 1.03})], base, min_change_pct=0)[0]
+    one = check_pull_request([export(tmp_path / "c.json", {LATENCY: 1.03})], base, min_change_pct=0)[0]
     assert one.p_worse is not None and one.p_worse < 0.05
 
 
@@ -77,7 +77,9 @@ def test_points_after_the_base_commit_and_new_series(tmp_path: Path) -> None:
     (series,) = load_series(base)
     assert base_values(series, sha(9)[:12], window=5) == [p.value for p in series.points][5:10]
     assert len(base_values(series, "ffffffff", window=50)) == 20  # an unknown commit: every stored point
-    checks = pr_check([export(tmp_path / "pr.json", {RATIO: 0.9, "new/series": 1.0})], base, base_commit=sha(9))
+    checks = check_pull_request(
+        [export(tmp_path / "pr.json", {RATIO: 0.9, "new/series": 1.0})], base, base_commit=sha(9)
+    )
     assert {c.name: c.verdict for c in checks} == {RATIO: "regression", "new/series": "no base"}
 
 

@@ -28,7 +28,7 @@ from tuner.errors import UserError
 from tuner.metrics.table import METRIC_NAMES, metric_unit
 from tuner.metrics.tail_attribution import attribute, tail_record
 from tuner.records.loader import load
-from tuner.report.compare import compare, load_side
+from tuner.report.compare import compare_sides, load_side
 from tuner.report.describe import pick_best
 from tuner.report.run import build_report
 from tuner.series.entries import BENCH_ENTRY_SCHEMA, validate
@@ -282,7 +282,7 @@ def test_compare_b_faster_on_every_repetition_is_better(tmp_path: Path, run_data
     a = write_json(tmp_path / "a" / "run.json", _run_with(run_data, JITTER, 1.0, 1.0))
     # B: 1.2x the throughput and 1.2x the latency of A on every repetition
     b = write_json(tmp_path / "b" / "run.json", _run_with(run_data, JITTER, 1.2, 1.2))
-    result = compare(load_side(str(a.parent)), load_side(str(b)), n_resamples=FAST)
+    result = compare_sides(load_side(str(a.parent)), load_side(str(b)), n_resamples=FAST)
     rows = {r["metric"]: r for r in result["metrics"]}
     out = rows["output_tokens_per_s"]
     assert out["ratio"] == pytest.approx(1.2, rel=1e-9)
@@ -296,7 +296,7 @@ def test_compare_b_faster_on_every_repetition_is_better(tmp_path: Path, run_data
 
 def test_compare_same_data_is_no_difference(tmp_path: Path, run_data: dict[str, Any]) -> None:
     a = write_json(tmp_path / "a" / "run.json", _run_with(run_data, JITTER, 1.0, 1.0))
-    result = compare(load_side(str(a)), load_side(str(a)), n_resamples=FAST)
+    result = compare_sides(load_side(str(a)), load_side(str(a)), n_resamples=FAST)
     for row in result["metrics"]:
         # Unpaired and without an equivalence margin: never more than "not significant".
         assert row["ratio"] == pytest.approx(1.0) and row["verdict"] == "not_significant", row["metric"]
@@ -306,7 +306,7 @@ def test_compare_sweep_trials_and_too_few_repetitions(
     tmp_path: Path, run_data: dict[str, Any], summary: dict[str, Any]
 ) -> None:
     exp = copy_fixture("sweep-exp", tmp_path)
-    result = compare(load_side(f"{exp}#baseline"), load_side(f"{exp}#1"), n_resamples=FAST)
+    result = compare_sides(load_side(f"{exp}#baseline"), load_side(f"{exp}#1"), n_resamples=FAST)
     out = next(r for r in result["metrics"] if r["metric"] == "output_tokens_per_s")
     assert out["ratio"] > 1.05 and out["verdict"] == "better" and out["a_n"] == out["b_n"] == 6
     assert (
@@ -314,7 +314,7 @@ def test_compare_sweep_trials_and_too_few_repetitions(
     )
     # one repetition: a ratio but no test
     one = write_json(tmp_path / "one" / "run.json", _run_with(run_data, [1.0], 1.0, 1.0))
-    single = compare(load_side(str(one)), load_side(f"{exp}#2"), n_resamples=FAST)
+    single = compare_sides(load_side(str(one)), load_side(f"{exp}#2"), n_resamples=FAST)
     assert all(r["verdict"] is None and r["ratio"] is not None and r["note"] for r in single["metrics"])
 
 

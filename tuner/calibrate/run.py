@@ -47,7 +47,7 @@ from tuner.records.calibration import (
     engine_s_per_pct,
     save_calibration,
 )
-from tuner.report.calibration import write_report
+from tuner.report.calibration import write_calibration_report
 from tuner.stats import RatioEstimate, least_pairs
 from tuner.stats.collector import block_pairs, collector_estimate
 from tuner.vllm.imports import versions
@@ -87,7 +87,7 @@ def run_calibration(experiment: Experiment, feedback: Feedback = SILENT, *, budg
         bench.session.close()
     path = calibration_path(experiment.output_dir, experiment.name)
     save_calibration(path, record)
-    write_report(path.parent, record)
+    write_calibration_report(path.parent, record)
     return path.parent
 
 

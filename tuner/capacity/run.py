@@ -32,7 +32,7 @@ from tuner.records.capacity import (
     capacity_path,
     save_capacity,
 )
-from tuner.report.capacity import write_report
+from tuner.report.capacity import write_capacity_report
 from tuner.traffic.workload import prepare
 from tuner.vllm.imports import versions
 
@@ -156,4 +156,4 @@ def _new_record(
 def _finish(record: CapacityRecord, path: Path, knob: LoadKnob) -> None:
     record["summary"] = capacity_sentence(record["estimate"], knob, record["slo"], record["target"])
     save_capacity(path, record)
-    write_report(path.parent, record)
+    write_capacity_report(path.parent, record)

@@ -72,8 +72,7 @@ def compare(
     """Compare B against A metric by metric: medians, ratio B/A with a 95% CI, p-value and verdict."""
     from tuner.cli.output import console, user_errors
     from tuner.cli.tables import compare_table
-    from tuner.report.compare import compare as compare_sides
-    from tuner.report.compare import compare_notes, load_side
+    from tuner.report.compare import compare_notes, compare_sides, load_side
 
     with user_errors():
         side_a, side_b = load_side(a), load_side(b)
@@ -153,8 +152,8 @@ def history(
     from rich.table import Table
 
     from tuner.cli.output import console, user_errors
+    from tuner.series.history import analyse_series as analyse
     from tuner.series.history import append_markdown, summary_markdown
-    from tuner.series.history import history as analyse
 
     with user_errors():
         results = analyse(path, out, patterns=series or [], max_p=max_p, min_change_pct=min_change)
@@ -209,8 +208,8 @@ def pr_check(
 
     from tuner.cli.output import console, user_errors
     from tuner.records.files import write_text
+    from tuner.series.pr_check import check_pull_request as check
     from tuner.series.pr_check import comment_markdown
-    from tuner.series.pr_check import pr_check as check
 
     with user_errors():
         checks = check(

@@ -38,13 +38,13 @@ def inspect(
     from tuner.cli.output import console, user_errors
     from tuner.errors import UserError
     from tuner.records.files import write_json
-    from tuner.report.workload_section import PLOT, describe, length_rows, workload_plot
+    from tuner.report.workload_section import PLOT, describe_workload, length_rows, workload_plot
     from tuner.traffic.inspect import inspected
 
     with user_errors():
         record, default_out, title = inspected(file, format, tokenizer_model=tokenizer, skip_bad=skip_bad)
         out = output or default_out
-        for line in describe(record):
+        for line in describe_workload(record):
             console.print(line, highlight=False, soft_wrap=True)
         table = Table()
         for column in ("", "min", "p50", "p90", "p99", "max", "mean", "total"):

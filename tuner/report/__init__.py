@@ -8,7 +8,7 @@ The face lists what the other packages use of results in words, the document and
 commands, the sections and the plots (which load matplotlib) are imported from their modules.
 """
 
-from tuner.report.calibration import write_report
+from tuner.report.calibration import write_calibration_report
 from tuner.report.describe import (
     describe_engine,
     describe_strategies,
@@ -27,5 +27,5 @@ __all__ = [
     "fmt_ratio",
     "measured_by",
     "verdict_words",
-    "write_report",
+    "write_calibration_report",
 ]

@@ -20,7 +20,7 @@ def _ci(ci: tuple[float, float] | None) -> str:
     return f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "-"
 
 
-def write_report(directory: Path, record: Calibration) -> Path:
+def write_calibration_report(directory: Path, record: Calibration) -> Path:
     """Write the report and its plot into ``directory``; return the report's path."""
     points = [
         PrecisionPoint(

@@ -128,7 +128,7 @@ def capacity_doc(record: CapacityRecord, plot: Path) -> Doc:
     return doc
 
 
-def write_report(directory: Path, record: CapacityRecord) -> list[Path]:
+def write_capacity_report(directory: Path, record: CapacityRecord) -> list[Path]:
     """Write the plot, ``report.md`` and ``report.html`` into ``directory``; return their paths."""
     plot = attainment_plot(directory / "attainment.png", record)
     doc = capacity_doc(record, plot)

@@ -131,7 +131,7 @@ def _numbers(trials: dict[int, Any]) -> str:
     return ", ".join(str(n) for n in sorted(trials)) or "none"
 
 
-def compare(a: Side, b: Side, *, n_resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+def compare_sides(a: Side, b: Side, *, n_resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """B relative to A for every metric both sides have, as JSON-ready data (schema ``tuner.compare/1``)."""
     names = [m for m in ["wall_s", *METRIC_NAMES] if a.median(m) is not None and b.median(m) is not None]
     rows = []

@@ -26,7 +26,7 @@ from tuner.records.capacity import capacity_file, load_capacity
 from tuner.records.files import write_text
 from tuner.records.loader import Loaded, load
 from tuner.records.values import run_reps
-from tuner.report.capacity import write_report as write_capacity_report
+from tuner.report.capacity import write_capacity_report
 from tuner.report.describe import aggregate_processes, describe_strategies, device, fmt_num, vllm_version
 from tuner.report.document import Doc
 from tuner.report.sections import environment_section, gc_sections

@@ -18,7 +18,7 @@ def clip_line(dataset: DatasetRecord) -> str:
     return f"{dataset['clipped']:,} clipped to max_model_len (prompt first{also})"
 
 
-def describe(record: WorkloadRecord) -> list[str]:
+def describe_workload(record: WorkloadRecord) -> list[str]:
     """One line per fact: where the requests came from, what of the file was used, how they were sent."""
     shape = record["shape"]
     lines = []
@@ -65,7 +65,7 @@ def workload_section(doc: Doc, out: Path, record: WorkloadRecord | None, *, titl
     if record is None:
         return
     doc.h("Workload")
-    doc.bullets(describe(record))
+    doc.bullets(describe_workload(record))
     doc.table(["", "min", "p50", "p90", "p99", "max", "mean", "total"], length_rows(record))
     doc.image(
         workload_plot(out / PLOT, record["shape"], title=title),

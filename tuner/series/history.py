@@ -138,7 +138,7 @@ def plot(series: Series, change_points: Sequence[ChangePoint], path: Path) -> Pa
 # ------------------------------------------------------------------------------------------ command
 
 
-def history(
+def analyse_series(
     path: Path,
     out: Path,
     *,

@@ -82,7 +82,7 @@ def check_value(
     return check, p_worse, p_better
 
 
-def pr_check(
+def check_pull_request(
     exports: Sequence[Path],
     base: Path,
     *,
