@@ -215,7 +215,7 @@ def trial_config(trial: optuna.Trial, search: Search, *, aa: bool) -> StartConfi
     A/A trials run the baseline too."""
     if aa:
         return StartConfig()
-    if read(trial).get("baseline"):
+    if read(trial)["baseline"]:
         if _baseline_fits(search.space):  # its params on record, for Optuna's samplers and importance
             suggest(trial, search.space)
         return StartConfig()

@@ -1,13 +1,13 @@
 """A sweep study's own Optuna user attributes: the one module that names, writes and reads them.
 
 A trial's attributes are :mod:`tuner.sweep.trial_attrs`'; these belong to the study as a whole: what the sweep's
-budgets could detect before screening, the confirmation's record, and the workload its engines replayed. Studies
-written before an attribute existed lack it: readers get ``None``.
+budgets could detect before screening, the confirmation's record, and the workload its engines replayed. An
+attribute the study has not recorded (yet, or ever: an older study) reads as ``None``.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 import optuna
 
@@ -20,12 +20,25 @@ class StudyAttrs(TypedDict, total=False):
     workload: WorkloadRecord  # set when the study's first engine is up
 
 
+class StoredStudyAttrs(TypedDict):
+    """What :func:`read` gives: every attribute, ``None`` where the study has not recorded it."""
+
+    power_before_screening: dict[str, Any] | None
+    confirmation: dict[str, Any] | None
+    workload: WorkloadRecord | None
+
+
 def record(study: optuna.Study, attrs: StudyAttrs) -> None:
     """Store ``attrs`` on ``study`` (each key one user attribute)."""
     for key, value in attrs.items():
         study.set_user_attr(key, value)
 
 
-def read(study: optuna.Study) -> StudyAttrs:
-    """The attributes stored on ``study`` (those of older studies may be missing)."""
-    return cast(StudyAttrs, study.user_attrs)
+def read(study: optuna.Study) -> StoredStudyAttrs:
+    """The attributes stored on ``study``, ``None`` for each it has not recorded."""
+    stored = study.user_attrs
+    return {
+        "power_before_screening": stored.get("power_before_screening"),
+        "confirmation": stored.get("confirmation"),
+        "workload": stored.get("workload"),
+    }

@@ -41,16 +41,14 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTi
     """The study as plain data (schema ``tuner.sweep/1``), read back from storage."""
     search = require_search(experiment)
     trials = study.get_trials(deepcopy=False)
-    baseline = next(
-        (t for t in trials if read(t).get("baseline") and t.state == optuna.trial.TrialState.COMPLETE), None
-    )
+    baseline = next((t for t in trials if read(t)["baseline"] and t.state == optuna.trial.TrialState.COMPLETE), None)
     rows = [_trial_row(t) for t in trials]
     retried_as = _retried_as(trials)
     for row in rows:
         if row["number"] in retried_as and not row["failure"]:
             row["failure"] = f"its worker stopped sending heartbeats; retried as trial {retried_as[row['number']]}"
     complete = [r for r in rows if r["state"] == TrialState.COMPLETE]
-    pareto = [t.number for t in study.best_trials if read(t).get("feasible")] if complete else []
+    pareto = [t.number for t in study.best_trials if read(t)["feasible"]] if complete else []
     confirmation = current_confirmation(study, rows, search)
     summary: SweepSummary = {
         "schema": SWEEP_SCHEMA,
@@ -71,12 +69,12 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTi
         "best": _best(rows, search) if baseline is not None else [],  # screening's significant trials
         "confirmation": confirmation,
         "power": {
-            "before_screening": study_attrs.read(study).get("power_before_screening"),
+            "before_screening": study_attrs.read(study)["power_before_screening"],
             "before_confirmation": (confirmation or {}).get("power"),
         },
         "winner": winner(rows, confirmation),
         "incomplete": incomplete_reasons(rows),
-        "workload": study_attrs.read(study).get("workload"),
+        "workload": study_attrs.read(study)["workload"],
     }
     if baseline is None:
         summary["winner"]["reason"] = "no verdict: the baseline trial did not complete"
@@ -97,7 +95,7 @@ def current_confirmation(
 ) -> dict[str, Any] | None:
     """The study's confirmation record if it confirmed the screening as it stands (None when pending or stale:
     trials screened since)."""
-    record = study_attrs.read(study).get("confirmation")
+    record = study_attrs.read(study)["confirmation"]
     screened, _ = screening_results(rows, search.objectives[0].metric)
     if record is None or record["screened"] != sorted(r.trial for r in screened):
         return None
@@ -142,33 +140,33 @@ def _trial_row(trial: optuna.trial.FrozenTrial) -> TrialRow:
     return {
         "number": trial.number,
         "state": state(trial),
-        "is_baseline": bool(attrs.get("baseline")),
-        "aa": bool(attrs.get("aa")),
-        "strategies": attrs.get("strategies", {}),
-        "engine": attrs.get("engine", {}),
-        "env": attrs.get("env"),  # None: a study written before env dimensions
-        "restart_pairs": attrs.get("restart_pairs"),
-        "engine_stops": attrs.get("engine_stops"),
-        "stop_time": attrs.get("stop_time"),
+        "is_baseline": attrs["baseline"],
+        "aa": attrs["aa"],
+        "strategies": attrs["strategies"],
+        "engine": attrs["engine"],
+        "env": attrs["env"],  # None: a study written before env dimensions
+        "restart_pairs": attrs["restart_pairs"],
+        "engine_stops": attrs["engine_stops"],
+        "stop_time": attrs["stop_time"],
         "params": trial.params,
         "values": trial.values,
-        "metrics": attrs.get("metrics", {}),
-        "anchored": attrs.get("anchored") or attrs.get("metrics", {}),  # what Optuna saw; see Sweep._record
-        "ratios": attrs.get("ratios", {}),
-        "feasible": attrs.get("feasible"),
-        "feasible_ci": attrs.get("feasible_ci"),
-        "slo_checks": attrs.get("slo_checks", []),
-        "verdict": attrs.get("verdict"),
-        "pairs": len(attrs.get("arms", {}).get("trial", [])),
-        "switch_s": attrs.get("switch_s", []),
-        "token_ids_match": attrs.get("token_ids_match"),
-        "repetitions": [{"metrics": m} for m in attrs.get("arms", {}).get("trial", [])],
-        "telemetry": attrs.get("telemetry", []),
-        "tail": attrs.get("tail"),
-        "failure": attrs.get("failure"),
-        "worker": attrs.get("worker"),
-        "step_interleave": attrs.get("step_interleave"),
-        "gc_pacing": attrs.get("gc_pacing"),
+        "metrics": attrs["metrics"],
+        "anchored": attrs["anchored"] or attrs["metrics"],  # what Optuna saw; see Sweep._record
+        "ratios": attrs["ratios"],
+        "feasible": attrs["feasible"],
+        "feasible_ci": attrs["feasible_ci"],
+        "slo_checks": attrs["slo_checks"],
+        "verdict": attrs["verdict"],
+        "pairs": len(attrs["arms"]["trial"]),
+        "switch_s": attrs["switch_s"],
+        "token_ids_match": attrs["token_ids_match"],
+        "repetitions": [{"metrics": m} for m in attrs["arms"]["trial"]],
+        "telemetry": attrs["telemetry"],
+        "tail": attrs["tail"],
+        "failure": attrs["failure"],
+        "worker": attrs["worker"],
+        "step_interleave": attrs["step_interleave"],
+        "gc_pacing": attrs["gc_pacing"],
     }
 
 

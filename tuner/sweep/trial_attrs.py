@@ -3,12 +3,14 @@
 Optuna keeps what a trial measured as free-form user attributes; here they get one type, so that mypy checks the
 writing half (:func:`record`) and the reading half (:func:`read`) against the same keys, as Optuna's own
 ``_constrained_optimization.py`` owns its constraints key. The keys a trial row of ``summary.json`` carries too are
-declared once, in :class:`tuner.records.loader.TrialFields`. Studies written before an attribute existed lack it:
-readers use ``.get`` with the empty value.
+declared once, in :class:`tuner.records.loader.TrialFields`. A trial that never recorded an attribute (written by
+an older sweep, failed, or still running) reads it at its empty value (:data:`EMPTY`), as ``records/upgrade.py``
+fills an older ``summary.json``: readers index, they do not guess defaults.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import cast
 
 import optuna
@@ -26,6 +28,36 @@ class TrialAttrs(TrialFields, total=False):
     constraints: list[float]  # Optuna's constraint values (<= 0 is feasible)
 
 
+EMPTY: TrialAttrs = {
+    "aa": False,
+    "strategies": {},
+    "engine": {},
+    "env": None,  # None, not {}: a study written before env dimensions (such a trial is not confirmed)
+    "restart_pairs": None,
+    "engine_stops": None,
+    "stop_time": None,
+    "failure": None,
+    "worker": None,
+    "metrics": {},
+    "anchored": {},
+    "ratios": {},
+    "feasible": None,
+    "feasible_ci": None,
+    "slo_checks": [],
+    "verdict": None,
+    "switch_s": [],
+    "token_ids_match": None,
+    "telemetry": [],
+    "tail": None,
+    "step_interleave": None,
+    "gc_pacing": None,
+    "baseline": False,
+    "arms": {"reference": [], "trial": []},
+}
+"""Every attribute but ``constraints`` at its empty value (Optuna's constraints function treats a trial without
+them as feasible, which is its own decision, made where the sampler is built)."""
+
+
 def record(trial: optuna.Trial, attrs: TrialAttrs) -> None:
     """Store ``attrs`` on ``trial`` (each key one user attribute)."""
     for key, value in attrs.items():
@@ -33,12 +65,12 @@ def record(trial: optuna.Trial, attrs: TrialAttrs) -> None:
 
 
 def read(trial: optuna.Trial | optuna.trial.FrozenTrial) -> TrialAttrs:
-    """The attributes stored on ``trial`` (those of older studies may be missing)."""
-    return cast(TrialAttrs, trial.user_attrs)
+    """The attributes stored on ``trial``, each one it never recorded at its :data:`EMPTY` value."""
+    return cast(TrialAttrs, {**copy.deepcopy(EMPTY), **trial.user_attrs})
 
 
 def state(trial: optuna.trial.FrozenTrial) -> TrialState:
     """The trial's state for the record: Optuna's, INTERRUPTED where a failed trial was stopped, not broken."""
-    if trial.state == optuna.trial.TrialState.FAIL and read(trial).get("failure") == INTERRUPTED_FAILURE:
+    if trial.state == optuna.trial.TrialState.FAIL and read(trial)["failure"] == INTERRUPTED_FAILURE:
         return TrialState.INTERRUPTED
     return TrialState(trial.state.name)

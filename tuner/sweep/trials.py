@@ -60,13 +60,13 @@ class Sweep:
         self.engines.close()
 
     def _workload_on_record(self, bench: Workbench) -> None:
-        if "workload" not in study_attrs.read(self.study):
+        if study_attrs.read(self.study)["workload"] is None:
             study_attrs.record(self.study, {"workload": bench.workload})
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         """Measure ``trial`` and record it. Stopped by Ctrl-C or SIGTERM at any point once Optuna runs it, it is
         recorded as interrupted, so that a resume queues its point again; a failure is recorded with its reason."""
-        is_baseline = bool(read(trial).get("baseline"))
+        is_baseline = read(trial)["baseline"]
         config = StartConfig()
         watchdog = Watchdog(self.engines.kill, self.search.trial_timeout_s)
         try:
@@ -130,7 +130,7 @@ class Sweep:
         worker: the trial's own reference arm then)."""
         for done in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
             attrs = read(done)
-            if attrs.get("baseline") and attrs.get("metrics"):
+            if attrs["baseline"] and attrs["metrics"]:
                 return dict(attrs["metrics"])
         return None
 
@@ -138,8 +138,8 @@ class Sweep:
         """After the baseline trial: print what the sweep's budgets can detect, from the noise of each way its
         trials will be measured (:mod:`tuner.sweep.noise`), and store it."""
         attrs = read(trial)
-        arms = attrs.get("arms")
-        if not attrs.get("baseline") or self.aa or not arms or len(arms["trial"]) < 2:
+        arms = attrs["arms"]
+        if not attrs["baseline"] or self.aa or len(arms["trial"]) < 2:
             return
         power = power_before_screening(
             planned_configs(self.experiment), self.measurer.method_of, lambda c: self.measurer.grain(c.strategies),
