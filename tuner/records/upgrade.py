@@ -30,8 +30,7 @@ _ENVIRONMENT_DEFAULTS: dict[str, Any] = {
     **dict.fromkeys(("python", "platform", "cpu_count", "cpu_model", "device", "git_sha", "hostname")),
     "versions": {},
 }
-_TRIAL_DEFAULTS: dict[str, Any] = {
-    "is_baseline": False,
+TRIAL_FIELD_DEFAULTS: dict[str, Any] = {
     "aa": False,
     "strategies": {},
     "engine": {},
@@ -39,8 +38,6 @@ _TRIAL_DEFAULTS: dict[str, Any] = {
     "restart_pairs": None,
     "engine_stops": None,
     "stop_time": None,
-    "params": {},
-    "values": None,
     "metrics": {},
     "ratios": {},
     "feasible": None,
@@ -49,12 +46,20 @@ _TRIAL_DEFAULTS: dict[str, Any] = {
     "verdict": None,
     "switch_s": [],
     "token_ids_match": None,
-    "repetitions": [],
     "tail": None,
     "failure": None,
     "worker": None,
     "step_interleave": None,
     "gc_pacing": None,
+}
+"""The empty value of each :class:`tuner.records.loader.TrialFields` key a trial records as it runs (``anchored`` and
+``telemetry`` are derived from others when an older file lacks them: :func:`_upgrade_trial`)."""
+_TRIAL_DEFAULTS: dict[str, Any] = {
+    **TRIAL_FIELD_DEFAULTS,
+    "is_baseline": False,
+    "params": {},
+    "values": None,
+    "repetitions": [],
 }
 _SUMMARY_DEFAULTS: dict[str, Any] = {
     "kind": "sweep",
@@ -151,3 +156,9 @@ def upgrade_summary(summary: dict[str, Any]) -> None:
     _fill(summary["environment"], _ENVIRONMENT_DEFAULTS)
     _upgrade_winner(summary)
     _upgrade_confirmation(summary["confirmation"])
+
+
+def upgrade_capacity(capacity: dict[str, Any]) -> None:
+    """Bring a capacity record to the current :class:`tuner.records.capacity.CapacityRecord` layout: ``host``
+    (added on 2026-11-29) is None where the search did not sample the host's load."""
+    capacity.setdefault("host", None)

@@ -16,6 +16,7 @@ from typing import cast
 import optuna
 
 from tuner.records.loader import TrialFields, TrialState
+from tuner.records.upgrade import TRIAL_FIELD_DEFAULTS
 
 INTERRUPTED_FAILURE = "interrupted"  # the failure recorded on a trial stopped by Ctrl-C or SIGTERM
 
@@ -28,32 +29,16 @@ class TrialAttrs(TrialFields, total=False):
     constraints: list[float]  # Optuna's constraint values (<= 0 is feasible)
 
 
-EMPTY: TrialAttrs = {
-    "aa": False,
-    "strategies": {},
-    "engine": {},
-    "env": None,  # None, not {}: a study written before env dimensions (such a trial is not confirmed)
-    "restart_pairs": None,
-    "engine_stops": None,
-    "stop_time": None,
-    "failure": None,
-    "worker": None,
-    "metrics": {},
-    "anchored": {},
-    "ratios": {},
-    "feasible": None,
-    "feasible_ci": None,
-    "slo_checks": [],
-    "verdict": None,
-    "switch_s": [],
-    "token_ids_match": None,
-    "telemetry": [],
-    "tail": None,
-    "step_interleave": None,
-    "gc_pacing": None,
-    "baseline": False,
-    "arms": {"reference": [], "trial": []},
-}
+EMPTY = cast(
+    TrialAttrs,
+    {
+        **TRIAL_FIELD_DEFAULTS,
+        "anchored": {},
+        "telemetry": [],
+        "baseline": False,
+        "arms": {"reference": [], "trial": []},
+    },
+)
 """Every attribute but ``constraints`` at its empty value (Optuna's constraints function treats a trial without
 them as feasible, which is its own decision, made where the sampler is built)."""
 
