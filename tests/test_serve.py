@@ -29,7 +29,7 @@ from tuner.engine.server import ServerSession, record_chunk, server_command, sse
 from tuner.measure.workbench import Workbench, open_session
 from tuner.metrics.timings import RequestTiming, summarize
 from tuner.plugin.protocol import encode_spec
-from tuner.records.capacity import load_capacity
+from tuner.records.capacity import ARMS, load_capacity
 from tuner.traffic.requests import RequestSpec
 from tuner.vllm.arguments import cli_flags
 
@@ -238,6 +238,12 @@ def test_capacity_is_searched_through_the_server(server: ServerSession, tmp_path
         assert level["requests"] == 16 and all(0 <= r["attainment"] <= 1 for r in runs["reference"])
     assert record["summary"] and load_capacity(path)["levels"] == record["levels"]
     assert (path.parent / "report.md").is_file()
+    # the host's load around every run: the client, API server and engine all busy while a run measures
+    host = record["host"]
+    assert host is not None and host["runs"] == {arm: sum(lv["rounds"] for lv in record["levels"]) for arm in ARMS}
+    every = [r for lv in record["levels"] for arm in ARMS for r in lv["runs"][arm]]
+    assert all(0 <= r["host_busy"] <= 1 and r["tree_cpus"] > 0 for r in every), every
+    print(f"host: {host['saturated']} of {host['runs']} runs saturated, busy {host['busy_median']:.2f}: {host['note']}")
 
 
 def test_sigterm_while_the_server_starts_stops_all_of_it(tmp_path: Path) -> None:

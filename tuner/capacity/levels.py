@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from tuner.capacity.load import offered_rps
 from tuner.feedback import Feedback, Task
 from tuner.measure.workbench import Workbench
+from tuner.metrics.host_load import cpu_sample, run_load
 from tuner.plugin.protocol import StrategySet
 from tuner.records.capacity import ARMS
 from tuner.stats import LevelResult, mirrored_order
-
-"""The two arms, in the order :class:`tuner.stats.LevelResult` takes them (A, B)."""
 
 
 @dataclass
@@ -35,6 +34,7 @@ class MeasuredLevel:
     requests: int
     seconds: float  # engine time spent on these rounds (both arms, switches included)
     runs: dict[str, list[dict[str, float]]] = field(default_factory=lambda: {arm: [] for arm in ARMS})
+    # each run: attainment, wall_s, and the host's load while it ran (tuner.metrics.host_load.RunLoad)
 
 
 def measure_level(
@@ -58,9 +58,18 @@ def measure_level(
         at = bench_for(tag)
         for arm in reversed(ARMS) if configuration_first else ARMS:
             at.switch(arms[arm])
+            before = cpu_sample()
             rep = at.repetition(feedback, label=f"load {load:g}, round {done + index + 1}: {arm}")
+            host = run_load(before, cpu_sample())
             met[arm].append(rep["met"])
-            runs[arm].append({"attainment": statistics.fmean(rep["met"]), "wall_s": rep["metrics"]["wall_s"]})
+            runs[arm].append(
+                {
+                    "attainment": statistics.fmean(rep["met"]),
+                    "wall_s": rep["metrics"]["wall_s"],
+                    "host_busy": host["host_busy"],
+                    "tree_cpus": host["tree_cpus"],
+                }
+            )
             progress.advance()
     level = LevelResult.measured(load, met["reference"], met["configuration"], passes)
     return MeasuredLevel(level, offered_rps(at.offsets), len(at.requests), time.perf_counter() - started, runs)

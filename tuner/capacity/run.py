@@ -24,8 +24,10 @@ from tuner.config.start import StartConfig
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, task
 from tuner.measure.workbench import Workbench
+from tuner.metrics.host_load import host_record
 from tuner.plugin.protocol import encode_spec
 from tuner.records.capacity import (
+    ARMS,
     CAPACITY_SCHEMA,
     CapacityRecord,
     SearchRecord,
@@ -150,10 +152,14 @@ def _new_record(
         "estimate": None,
         "summary": "",
         "workload": workload,
+        "host": None,
     }
 
 
 def _finish(record: CapacityRecord, path: Path, knob: LoadKnob) -> None:
-    record["summary"] = capacity_sentence(record["estimate"], knob, record["slo"], record["target"])
+    runs = {arm: [run for level in record["levels"] for run in level["runs"][arm]] for arm in ARMS}
+    host = record["host"] = host_record(runs, ARMS)
+    sentence = capacity_sentence(record["estimate"], knob, record["slo"], record["target"])
+    record["summary"] = f"{sentence.rstrip('.')}. {host['note']}" if host["note"] else sentence
     save_capacity(path, record)
     write_capacity_report(path.parent, record)

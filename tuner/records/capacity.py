@@ -10,7 +10,9 @@ import math
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
+from tuner.metrics.host_load import HostRecord
 from tuner.records.files import read_schema_json, write_json
+from tuner.records.upgrade import upgrade_capacity
 
 CAPACITY_SCHEMA = "tuner.capacity/1"
 
@@ -34,7 +36,7 @@ class LevelRecord(TypedDict):
     requests: int  # per arm and round
     attainment: dict[str, float]  # per arm ("reference", "configuration"): pooled over rounds
     difference: dict[str, Any] | None  # AttainmentDifference.to_dict(), configuration - reference; None at 1 round
-    runs: dict[str, list[dict[str, float]]]  # per arm, per round: attainment and wall_s
+    runs: dict[str, list[dict[str, float]]]  # per arm, per round: attainment, wall_s, host_busy and tree_cpus
 
 
 class SearchRecord(TypedDict):
@@ -69,8 +71,9 @@ class CapacityRecord(TypedDict):
     search: SearchRecord
     levels: list[LevelRecord]
     estimate: dict[str, Any] | None  # tuner.stats.capacity.CapacityEstimate.to_dict(), None before two levels
-    summary: str  # the sentence the report and the CLI print
+    summary: str  # the sentence the report and the CLI print (with the host's note, where it has one)
     workload: dict[str, Any]  # the workload record at the start load
+    host: HostRecord | None  # the host's load over the runs (None: a search from before 2026-11-29)
 
 
 def capacity_path(output_dir: Path, experiment: str) -> Path:
@@ -93,8 +96,11 @@ def save_capacity(path: Path, record: CapacityRecord) -> Path:
 
 
 def load_capacity(path: Path) -> CapacityRecord:
-    """The capacity record at ``path``; a file of another schema is refused."""
-    return cast(CapacityRecord, read_schema_json(path, CAPACITY_SCHEMA, "capacity record"))
+    """The capacity record at ``path``; a file of another schema is refused, an older one gets its later fields
+    empty (:func:`tuner.records.upgrade.upgrade_capacity`)."""
+    record = read_schema_json(path, CAPACITY_SCHEMA, "capacity record")
+    upgrade_capacity(record)
+    return cast(CapacityRecord, record)
 
 
 def level_rates(level: LevelRecord, arm: str) -> tuple[float, float]:

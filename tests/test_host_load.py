@@ -1,0 +1,84 @@
+"""The host's load around a run (``tuner.metrics.host_load``): the arithmetic, a real busy child seen, the note a
+capacity record carries, and older records read without it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tuner.metrics.host_load import SATURATED, CpuSample, cpu_sample, host_record, run_load
+from tuner.records.capacity import CAPACITY_SCHEMA, load_capacity
+
+ARMS = ("reference", "configuration")
+
+
+def test_a_runs_load_is_the_busy_share_of_the_host_and_the_trees_cpus_per_second() -> None:
+    before = CpuSample(wall=10.0, busy_s=100.0, total_s=400.0, tree_s=50.0)
+    after = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=53.0)  # 2 s on 2 CPUs: 3 of 4 CPU-s busy
+    assert run_load(before, after) == {"host_busy": 0.75, "tree_cpus": 1.5}
+    ended = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=40.0)  # a child ended: its seconds left
+    assert run_load(before, ended)["tree_cpus"] == 0.0
+
+
+SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass"
+
+
+def test_a_busy_child_shows_in_the_trees_cpus_while_it_runs_and_after_it_ended() -> None:
+    """A child spinning uses about one CPU: the tree's CPUs per second reach at least half of one while it still
+    runs (a live descendant, as the engine's processes are) and over a span in which it ended and was waited for."""
+    before = cpu_sample()
+    child = subprocess.Popen([sys.executable, "-c", SPIN.format(s=3.0)])
+    try:
+        time.sleep(1.0)
+        live = run_load(before, cpu_sample())
+    finally:
+        child.kill()
+        child.wait()
+    assert live["tree_cpus"] >= 0.5, live
+    assert live["host_busy"] > 0.0, live
+    before = cpu_sample()
+    subprocess.run([sys.executable, "-c", SPIN.format(s=1.0)], check=True)
+    ended = run_load(before, cpu_sample())
+    assert ended["tree_cpus"] >= 0.5, ended
+
+
+def _runs(busy: list[float]) -> list[dict[str, float]]:
+    return [{"attainment": 1.0, "wall_s": 1.0, "host_busy": b, "tree_cpus": 1.0} for b in busy]
+
+
+def test_no_saturated_run_no_note() -> None:
+    record = host_record({arm: _runs([0.5, 0.6, 0.7]) for arm in ARMS}, ARMS)
+    assert record["note"] is None and record["bias_p"] is None
+    assert record["saturated"] == {"reference": 0, "configuration": 0} and record["busy_median"] == 0.6
+
+
+def test_saturation_alike_in_both_arms_is_said_without_a_bias() -> None:
+    busy = [0.99, 0.5, 0.98, 0.4]
+    record = host_record({arm: _runs(busy) for arm in ARMS}, ARMS)
+    assert record["saturated"] == {"reference": 2, "configuration": 2}
+    assert record["note"] is not None and "in 4 of 8 runs" in record["note"] and "biased" not in record["note"]
+    assert record["bias_p"] == pytest.approx(1.0)
+
+
+def test_saturation_on_one_arms_runs_is_called_a_possible_bias_against_it() -> None:
+    """8 of 10 configuration runs saturated against 0 of 10 reference runs: Fisher's exact p = 0.0007."""
+    loads = {"reference": _runs([0.5] * 10), "configuration": _runs([SATURATED] * 8 + [0.5] * 2)}
+    record = host_record(loads, ARMS)
+    assert record["bias_p"] is not None and record["bias_p"] < 0.001
+    assert record["note"] is not None and "biased against it" in record["note"] and "configuration's" in record["note"]
+
+
+def test_runs_recorded_before_the_host_was_sampled_are_left_out() -> None:
+    loads = {arm: [{"attainment": 1.0, "wall_s": 1.0}, *_runs([0.97])] for arm in ARMS}
+    assert host_record(loads, ARMS)["runs"] == {"reference": 1, "configuration": 1}
+
+
+def test_an_older_capacity_record_reads_with_no_host(tmp_path: Path) -> None:
+    path = tmp_path / "capacity.json"
+    path.write_text(json.dumps({"schema": CAPACITY_SCHEMA, "levels": []}))
+    assert load_capacity(path)["host"] is None
