@@ -1,17 +1,21 @@
 """``tuner capacity`` on the CPU engine: A/A searches (the capacity ratio's CI must cover 1) and known slowdowns
 (its CI must lie below 1), each a whole search through the command's own code on one streaming engine.
 
-    python -m benchmarks.engine.capacity_aa [--aa 5] [--slow 2] [--out results/reference/capacity-aa-cpu.json]
+    python -m benchmarks.engine.capacity_aa [--mode engine|serve] [--aa 5] [--slow 2] [--out FILE]
 
 The A/A configuration is ``known_delay`` with no delay: every engine process switches between the arms as in a
 real comparison, and nothing differs. The slowdown is a 5 ms wait before every batch the worker executes. The
 workload is the engine test's (``tests/test_capacity.py``): 48 requests of 16 + 16 tokens at a Poisson rate, TTFT
-<= 200 ms for 90% of them, a 90 s budget per search; each search draws other requests (its own seed).
+<= 200 ms for 90% of them, a 90 s budget per search; each search draws other requests (its own seed). With
+``--mode serve`` every search runs through one OpenAI server the tool starts (client, API server, EngineCore and
+worker on this host), as ``mode: serve`` does. Each row keeps the host's load over its runs (``host``: how many
+were saturated per arm, and the closing note).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -35,11 +39,12 @@ ENGINE = {
 ARMS: dict[str, StrategySet] = {"aa": {"known_delay": {}}, "slow": {"known_delay": {"worker_ms": 5.0}}}
 
 
-def experiment(seed: int, out: Path, budget_s: float) -> Experiment:
+def experiment(seed: int, out: Path, budget_s: float, mode: str) -> Experiment:
     return Experiment.model_validate(
         {
             "name": f"capacity-aa-{seed}",
             "engine": ENGINE,
+            "mode": mode,
             "workload": {
                 "num_prompts": 48,
                 "rate": 32.0,
@@ -61,6 +66,7 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
     low, high = estimate.get("ci_low"), estimate.get("ci_high")
     row = {
         "kind": kind,
+        "mode": exp.mode,
         "seed": exp.workload.seed,
         "ratio": estimate.get("ratio"),
         "ci": [low, high],
@@ -72,40 +78,56 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
         "spent_s": round(record["search"]["spent_s"], 1),
         "stop": record["search"]["stop"],
         "wall_s": round(time.perf_counter() - began, 1),
+        "host": record["host"],
         "summary": record["summary"],
     }
     print(f"{kind} seed {row['seed']}: {row['summary']} ({row['spent_s']} s, {row['stop']})", flush=True)
     return row
 
 
+def summary(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """The series so far: coverage, the A/A estimates' SD beside their CIs' mean half-width, and every search."""
+    aa = [r for r in rows if r["kind"] == "aa"]
+    slow = [r for r in rows if r["kind"] == "slow"]
+    estimates = [r["ratio"] for r in aa if r["ratio"] is not None]
+    half_widths = [(r["ci"][1] - r["ci"][0]) / 2 for r in aa if None not in r["ci"]]
+    return {
+        "command": (
+            f"python -m benchmarks.engine.capacity_aa --mode {args.mode} --aa {args.aa} --slow {args.slow} "
+            f"--budget-s {args.budget_s:g} --out {args.out}"
+        ),
+        "environment": environment_record(),
+        "aa_covering_1": f"{sum(r['covers_1'] for r in aa)} of {len(aa)}",
+        "slow_below_1": f"{sum(r['below_1'] for r in slow)} of {len(slow)}",
+        # a calibrated 95% CI's half-width is ~2 SDs of the estimates it comes from
+        "aa_sd": statistics.stdev(estimates) if len(estimates) > 1 else None,
+        "aa_mean_half_width": statistics.fmean(half_widths) if half_widths else None,
+        "searches": rows,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mode", choices=("engine", "serve"), default="engine", help="in-process or served")
     parser.add_argument("--aa", type=int, default=5, help="A/A searches")
     parser.add_argument("--slow", type=int, default=2, help="known-slowdown searches")
     parser.add_argument("--budget-s", type=float, default=90.0)
     parser.add_argument("--out", type=Path, default=Path("results/reference/capacity-aa-cpu.json"))
     args = parser.parse_args()
     scratch = Path("results/benchmarks/capacity-aa")
-    session = open_session({**ENGINE, "enable_prefix_caching": True}, encode_spec({}, ["known_delay"]), streaming=True)
-    rows = []
+    serve = experiment(0, scratch, args.budget_s, args.mode).serving
+    session = open_session(
+        {**ENGINE, "enable_prefix_caching": True}, encode_spec({}, ["known_delay"]), streaming=True, serve=serve
+    )
+    rows: list[dict[str, Any]] = []
     try:
         for index, kind in enumerate(["aa"] * args.aa + ["slow"] * args.slow):
-            exp = experiment(100 + index, scratch, args.budget_s)
+            exp = experiment(100 + index, scratch, args.budget_s, args.mode)
             rows.append(search(Workbench(session, exp), exp, kind))
+            write_json(args.out, summary(rows, args))  # after every search: an interrupted series keeps what it has
     finally:
         session.close()
-    aa = [r for r in rows if r["kind"] == "aa"]
-    slow = [r for r in rows if r["kind"] == "slow"]
-    result = {
-        "command": (
-            f"python -m benchmarks.engine.capacity_aa --aa {args.aa} --slow {args.slow} --budget-s {args.budget_s:g}"
-        ),
-        "environment": environment_record(),
-        "aa_covering_1": f"{sum(r['covers_1'] for r in aa)} of {len(aa)}",
-        "slow_below_1": f"{sum(r['below_1'] for r in slow)} of {len(slow)}",
-        "searches": rows,
-    }
-    write_json(args.out, result)
+    result = summary(rows, args)
     print(f"A/A CIs covering 1: {result['aa_covering_1']}; slowdowns found below 1: {result['slow_below_1']}")
     print(f"wrote {args.out}")
 

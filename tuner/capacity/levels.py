@@ -34,7 +34,7 @@ class MeasuredLevel:
     requests: int
     seconds: float  # engine time spent on these rounds (both arms, switches included)
     runs: dict[str, list[dict[str, float]]] = field(default_factory=lambda: {arm: [] for arm in ARMS})
-    # each run: attainment, wall_s, and the host's load while it ran (tuner.metrics.host_load.RunLoad)
+    # each run: attainment, wall_s, the host's load while it ran (tuner.metrics.host_load.RunLoad), its position
 
 
 def measure_level(
@@ -56,7 +56,7 @@ def measure_level(
     order = mirrored_order(done + len(passes), seed=seed)[done:]
     for index, (tag, configuration_first) in enumerate(zip(passes, order, strict=True)):
         at = bench_for(tag)
-        for arm in reversed(ARMS) if configuration_first else ARMS:
+        for position, arm in enumerate(reversed(ARMS) if configuration_first else ARMS):
             at.switch(arms[arm])
             before = cpu_sample()
             rep = at.repetition(feedback, label=f"load {load:g}, round {done + index + 1}: {arm}")
@@ -68,6 +68,7 @@ def measure_level(
                     "wall_s": rep["metrics"]["wall_s"],
                     "host_busy": host["host_busy"],
                     "tree_cpus": host["tree_cpus"],
+                    "position": float(position),  # 0: the round's first run, 1: its second
                 }
             )
             progress.advance()

@@ -36,7 +36,7 @@ class LevelRecord(TypedDict):
     requests: int  # per arm and round
     attainment: dict[str, float]  # per arm ("reference", "configuration"): pooled over rounds
     difference: dict[str, Any] | None  # AttainmentDifference.to_dict(), configuration - reference; None at 1 round
-    runs: dict[str, list[dict[str, float]]]  # per arm, per round: attainment, wall_s, host_busy and tree_cpus
+    runs: dict[str, list[dict[str, float]]]  # per arm, per round: attainment, wall_s, host_busy, tree_cpus, position
 
 
 class SearchRecord(TypedDict):
