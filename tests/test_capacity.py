@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from tests.conftest import STREAMING_ENGINE, decode_step_s
 from tuner.capacity import capacity_on, configuration_from
 from tuner.capacity.load import at_load, current_load, offered_rps
+from tuner.capacity.run import SERVED_ON_A_SATURATED_HOST, conclude
 from tuner.capacity.search import typical_wall
 from tuner.capacity.sentence import capacity_sentence, slo_words
 from tuner.cli.main import app
@@ -217,6 +218,23 @@ def _record(tmp_path: Path) -> dict[str, Any]:
         "summary": "the configuration serves 20.0% [5.0%, 40.0%] more requests/s",
         "workload": {},
     }
+
+
+@pytest.mark.parametrize(("mode", "busy"), [("engine", 0.5), ("engine", 0.99), ("serve", 0.5), ("serve", 0.99)])
+def test_the_closing_sentence_says_when_the_host_was_saturated_and_what_that_did_to_served_searches(
+    tmp_path: Path, mode: str, busy: float
+) -> None:
+    record: Any = {**_record(tmp_path), "mode": mode}
+    for level in record["levels"]:
+        for runs in level["runs"].values():
+            for run in runs:
+                run.update(host_busy=busy, tree_cpus=1.9, position=0.0)
+    conclude(record, LoadKnob.RATE)
+    saturated = busy >= 0.95
+    assert record["host"]["saturated"] == {"reference": 6 * saturated, "configuration": 6 * saturated}
+    assert record["summary"].startswith("the configuration serves ")
+    assert ("at least 95% busy in 12 of 12 runs" in record["summary"]) is saturated
+    assert (SERVED_ON_A_SATURATED_HOST in record["summary"]) is (saturated and mode == "serve")
 
 
 def test_the_report_tells_the_levels_and_draws_the_attainment_with_the_knees(tmp_path: Path) -> None:
