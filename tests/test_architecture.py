@@ -449,3 +449,14 @@ def test_each_benchmark_group_lists_its_scripts(group: str) -> None:
     assert modules
     assert [m for m in modules if f"`{m}`" not in readme] == []
     assert f"`{group}/`" in (ROOT / BENCHMARKS / "README.md").read_text()
+
+
+def test_every_benchmark_command_the_docs_and_references_quote_names_a_script_that_exists() -> None:
+    """``python -m benchmarks.<group>.<script>`` in the README, the docs, the reference results and the scripts
+    themselves names a module on disk: a moved or renamed script fails here, not in a reader's shell."""
+    sources = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "results" / "README.md"]
+    sources += [*(ROOT / "results" / "reference").rglob("*.json"), *(ROOT / BENCHMARKS).rglob("*.py")]
+    quoted = {m for path in sources for m in re.findall(r"python -m (benchmarks(?:\.\w+)+)", path.read_text())}
+    assert len(quoted) >= 15  # the reader saw them
+    missing = sorted(m for m in quoted if not (ROOT / Path(*m.split("."))).with_suffix(".py").is_file())
+    assert missing == []
