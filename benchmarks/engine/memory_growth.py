@@ -16,20 +16,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.engine.measurement import ENGINE  # the measurement benchmarks' engine
 from tuner.config import Experiment
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import encode_spec
 from tuner.records.files import write_json
 from tuner.vllm.environment import environment_record
 
-ENGINE = {
-    "model": "builtin:opt-tiny",
-    "max_num_seqs": 32,
-    "max_model_len": 512,
-    "enforce_eager": True,
-    "gpu_memory_utilization": 0.2,
-    "dtype": "float32",  # 3x faster than bf16 on CPUs without bf16 units
-}
 RAISED = {"gc_threshold": {"base": 700, "gen0_per_seq": 4096, "gen1": 10_000, "gen2": 10_000}}
 
 

@@ -27,14 +27,14 @@ from tuner.stats import LevelResult, mirrored_order
 
 @dataclass
 class MeasuredLevel:
-    """Rounds measured at one load: the paired per-request outcomes, and each run's attainment and wall time."""
+    """Rounds measured at one load: the paired per-request outcomes, and each run's attainment, wall time, the
+    host's load while it ran (:class:`tuner.metrics.host_load.RunLoad`) and its position in its round."""
 
     level: LevelResult
     offered_rps: float
     requests: int
     seconds: float  # engine time spent on these rounds (both arms, switches included)
     runs: dict[str, list[dict[str, float]]] = field(default_factory=lambda: {arm: [] for arm in ARMS})
-    # each run: attainment, wall_s, the host's load while it ran (tuner.metrics.host_load.RunLoad), its position
 
 
 def measure_level(

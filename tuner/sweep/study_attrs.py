@@ -7,7 +7,7 @@ attribute the study has not recorded (yet, or ever: an older study) reads as ``N
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import optuna
 
@@ -36,9 +36,4 @@ def record(study: optuna.Study, attrs: StudyAttrs) -> None:
 
 def read(study: optuna.Study) -> StoredStudyAttrs:
     """The attributes stored on ``study``, ``None`` for each it has not recorded."""
-    stored = study.user_attrs
-    return {
-        "power_before_screening": stored.get("power_before_screening"),
-        "confirmation": stored.get("confirmation"),
-        "workload": stored.get("workload"),
-    }
+    return cast(StoredStudyAttrs, {key: study.user_attrs.get(key) for key in StudyAttrs.__optional_keys__})
