@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import signal
 
-from tuner.measure.pairs import Pair
+from tuner.metrics.pairs import Pair
 from tuner.stats import GUARD_MARGIN, RatioEstimate, drift_factors, mirrored_order, ratio_of_sums_estimates
 from tuner.sweep.checks import Check
 from tuner.sweep.confirmation import guard_check

@@ -424,6 +424,57 @@ def test_no_module_imports_another_packages_private_names() -> None:
     assert wrong == []
 
 
+PLUGIN_FACE = "tuner.plugin.protocol"
+"""The tuner side's face onto the plugin: the plugin's own face would load its hooks into the tuner's process."""
+
+
+def _room(module: str) -> str:
+    """The room a module lives in: a package directly under ``tuner/`` (its subpackages included), a module
+    directly in ``tuner/``, or ``strategies``."""
+    parts = module.split(".")
+    return "strategies" if parts[0] == "strategies" else ".".join(parts[:2])
+
+
+def _is_face(target: str, package: dict[str, Path]) -> bool:
+    """Whether ``target`` is a package's face (its ``__init__``) or a module directly in ``tuner/``."""
+    return target == _room(target) or (target in package and package[target].name == "__init__.py")
+
+
+def faces_bypassed(modules: dict[str, Path]) -> list[str]:
+    """Every import of another room's name not taken from a face (a package's ``__init__``), the plugin's protocol
+    or, for the command line, a command's own module."""
+    bypassed, package = [], _modules()
+    for name, path in modules.items():
+        room = _room(name)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                targets = [node.module]
+            else:
+                continue
+            for target in targets:
+                if target.split(".")[0] not in PACKAGES or _room(target) == room or _is_face(target, package):
+                    continue
+                if target == PLUGIN_FACE or (room == "tuner.cli" and target in COMMAND_MODULES):
+                    continue
+                bypassed.append(f"{name}: {target}")
+    return bypassed
+
+
+def test_imports_between_rooms_go_through_their_faces() -> None:
+    """A room is reached through what its face offers (as Optuna's modules reach ``optuna.samplers``), so that what
+    it keeps inside can move without its users changing: a submodule of another room is imported only where the
+    face is the plugin's protocol or a command's own module (the command table names it)."""
+    assert faces_bypassed(_modules()) == []
+
+
+def test_the_face_check_finds_a_submodule_import(tmp_path: Path) -> None:
+    module = tmp_path / "probe.py"
+    module.write_text("from tuner.stats.power import power\nfrom tuner.stats import RatioEstimate\n")
+    assert faces_bypassed({"tuner.report.probe": module}) == ["tuner.report.probe: tuner.stats.power"]
+
+
 def test_the_package_imports_no_benchmark_and_no_test() -> None:
     """Imports only go down: the benchmarks and the tests stand on the package, never under it."""
     wrong = []

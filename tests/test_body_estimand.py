@@ -1,5 +1,5 @@
 """The body of a step comparison from the blocks EngineCore timed, and its guard, as a comparison reads them
-(tuner.measure.step_sums, tuner.measure.interleave.Counting, tuner.measure.pairs.guard_estimate)."""
+(tuner.measure.step_sums, tuner.measure.interleave.Counting, tuner.metrics.pairs.guard_estimate)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tuner.measure.interleave import Counting
-from tuner.measure.pairs import guard_estimate, pairs_estimate
 from tuner.measure.step_sums import body_pair_sums
+from tuner.metrics.pairs import guard_estimate, pairs_estimate
 from tuner.plugin.protocol import Arm, BlockRecord
 
 

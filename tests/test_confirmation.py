@@ -15,7 +15,7 @@ import pytest
 from tuner.config import Experiment
 from tuner.config.search import Objective, Pairs
 from tuner.measure.pairing import paired_runs
-from tuner.measure.pairs import pairs_estimate
+from tuner.metrics.pairs import pairs_estimate
 from tuner.records.loader import TrialState
 from tuner.sweep import study_attrs, trials
 from tuner.sweep.confirmation import (

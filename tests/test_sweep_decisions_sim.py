@@ -30,7 +30,7 @@ from simulation import (
     true_ratio,
 )
 
-from tuner.measure.pairs import pairs_estimate
+from tuner.metrics.pairs import pairs_estimate
 from tuner.stats import RatioEstimate, boundary_crossing, obf_boundaries, obf_constant, paired_ratio, pairs_needed
 from tuner.sweep.checks import non_inferiority, slo
 from tuner.sweep.decisions import bounded_gain, confirm, repeated_interval, sign_flip_z

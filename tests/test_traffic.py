@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from tuner.cli.main import app
 from tuner.config import load_experiment
 from tuner.errors import UserError
+from tuner.measure.workload import dataset_plan
 from tuner.report.workload_section import clip_line
 from tuner.traffic.dataset import Dataset, Format
 from tuner.traffic.formats import READERS, sharegpt
@@ -34,7 +35,6 @@ from tuner.traffic.replay import (
 from tuner.traffic.selection import Counts
 from tuner.traffic.shape import ShapeBuilder, nice_bin
 from tuner.traffic.tokens import HashBlocks
-from tuner.traffic.workload import dataset_plan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 BUILTIN = {"model": "builtin:opt-tiny"}
@@ -463,8 +463,8 @@ def test_the_workload_plot_keeps_its_tick_labels_apart_at_long_context_lengths(t
     with pytest.MonkeyPatch.context() as patch:
         import tuner.report.figures as figures
 
-        real_save = figures.save
-        patch.setattr(figures, "save", lambda fig, path: (rendered.append(fig), real_save(fig, path))[1])
+        real_save = figures.save_figure
+        patch.setattr(figures, "save_figure", lambda fig, path: (rendered.append(fig), real_save(fig, path))[1])
         path = workload_plot(tmp_path / "workload.png", builder.shape(), title="mooncake")
     assert image.imread(path).shape[0] > 0
     (fig,) = rendered
@@ -487,7 +487,7 @@ def test_a_trace_is_read_once_and_re_timed_at_every_load_as_reading_it_anew_woul
     same objects, the send times those of the trace read anew at that load, and the file was read once."""
     from tuner.capacity.load import at_load
     from tuner.config import Experiment, LoadKnob
-    from tuner.traffic import workload
+    from tuner.measure import workload
 
     path = _trace(tmp_path, 50)
     exp = Experiment.model_validate(

@@ -38,8 +38,8 @@ from tuner.config import load_experiment
 from tuner.config.search import Objective, Pairs
 from tuner.measure.gc_pacing import PacingComparison, pacing_comparison
 from tuner.measure.pairing import Arms, paired_runs
-from tuner.measure.pairs import pairs_estimate, run_pair
 from tuner.measure.workbench import Workbench
+from tuner.metrics.pairs import pairs_estimate, run_pair
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.records.files import write_json
 from tuner.stats import RatioEstimate

@@ -34,8 +34,8 @@ from tuner.config.search import Objective, Pairs
 from tuner.measure.grain import DEFAULT_BLOCK_STEPS
 from tuner.measure.interleave import InterleaveResult, interleaved_comparison
 from tuner.measure.pairing import paired_runs
-from tuner.measure.pairs import pairs_estimate, run_pair
 from tuner.measure.workbench import Workbench
+from tuner.metrics.pairs import pairs_estimate, run_pair
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.records.calibration import engine_s_per_pct
 from tuner.records.files import write_json

@@ -25,17 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strategies import strategy_classes
-from tuner.config import Experiment
-from tuner.config.search import Objective, Pairs
+from tuner.config import Experiment, Objective, Pairs
 from tuner.feedback import SILENT, Feedback, task
-from tuner.measure.collector import collector_blocks
-from tuner.measure.gc_pacing import COLLECTOR_BLOCK_STEPS
-from tuner.measure.interleave import InterleaveResult, interleaved_comparison
-from tuner.measure.pairing import paired_runs
-from tuner.measure.pairs import pairs_estimate, run_pair
-from tuner.measure.workbench import StrategyNotActive, Workbench, inactive_strategies
+from tuner.measure import (
+    COLLECTOR_BLOCK_STEPS,
+    InterleaveResult,
+    StrategyNotActive,
+    Workbench,
+    collector_blocks,
+    inactive_strategies,
+    interleaved_comparison,
+    paired_runs,
+)
+from tuner.metrics import pairs_estimate, run_pair
 from tuner.plugin.protocol import REPORT, StrategySet, encode_spec, switch_request
-from tuner.records.calibration import (
+from tuner.records import (
     CALIBRATION_SCHEMA,
     Calibration,
     GcRate,
@@ -47,10 +51,9 @@ from tuner.records.calibration import (
     engine_s_per_pct,
     save_calibration,
 )
-from tuner.report.calibration import write_calibration_report
-from tuner.stats import RatioEstimate, least_pairs
-from tuner.stats.collector import block_pairs, collector_estimate
-from tuner.vllm.imports import versions
+from tuner.report import write_calibration_report
+from tuner.stats import RatioEstimate, block_pairs, collector_estimate, least_pairs
+from tuner.vllm import versions
 
 YARDSTICK = "known_delay"
 SWITCH_ONLY: StrategySet = {YARDSTICK: {}}  # switches every engine process, costs nothing measurable

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from tuner.capacity.load import offered_rps
 from tuner.feedback import Feedback, Task
-from tuner.measure.workbench import Workbench
-from tuner.metrics.host_load import cpu_sample, run_load
+from tuner.measure import Workbench
+from tuner.metrics import cpu_sample, run_load
 from tuner.plugin.protocol import StrategySet
-from tuner.records.capacity import ARMS
+from tuner.records import ARMS
 from tuner.stats import LevelResult, mirrored_order
 
 

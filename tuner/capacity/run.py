@@ -18,25 +18,15 @@ from typing import Any
 from tuner.capacity.load import at_load, current_load
 from tuner.capacity.search import LoadSearch
 from tuner.capacity.sentence import capacity_sentence
-from tuner.config import CapacitySearch, Experiment, LoadKnob, check_capacity
-from tuner.config.checks import check_strategies
-from tuner.config.start import StartConfig
+from tuner.config import CapacitySearch, Experiment, LoadKnob, StartConfig, check_capacity, check_strategies
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, task
-from tuner.measure.workbench import Workbench
-from tuner.metrics.host_load import host_record
+from tuner.measure import Workbench, prepare
+from tuner.metrics import host_record
 from tuner.plugin.protocol import encode_spec
-from tuner.records.capacity import (
-    ARMS,
-    CAPACITY_SCHEMA,
-    CapacityRecord,
-    SearchRecord,
-    capacity_path,
-    save_capacity,
-)
-from tuner.report.capacity import write_capacity_report
-from tuner.traffic.workload import prepare
-from tuner.vllm.imports import versions
+from tuner.records import ARMS, CAPACITY_SCHEMA, CapacityRecord, SearchRecord, capacity_path, save_capacity
+from tuner.report import write_capacity_report
+from tuner.vllm import versions
 
 
 def run_capacity(

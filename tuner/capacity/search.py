@@ -15,11 +15,10 @@ from tuner.capacity.levels import MeasuredLevel, measure_level
 from tuner.capacity.load import at_load
 from tuner.config import CapacitySearch, Experiment, LoadKnob
 from tuner.feedback import Feedback, task
-from tuner.measure.workbench import Workbench
+from tuner.measure import PreparedTraffic, Workbench, prepare
 from tuner.plugin.protocol import StrategySet
-from tuner.records.capacity import ARMS, CapacityRecord, LevelRecord, save_capacity
+from tuner.records import ARMS, CapacityRecord, LevelRecord, save_capacity
 from tuner.stats import LEAST_ROUNDS, KneeSearch, LevelResult
-from tuner.traffic.workload import PreparedTraffic, prepare
 
 
 def typical_wall(runs: dict[str, list[dict[str, float]]]) -> float:

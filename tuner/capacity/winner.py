@@ -8,8 +8,7 @@ from typing import Any
 
 import yaml
 
-from tuner.config import Experiment
-from tuner.config.start import StartConfig
+from tuner.config import Experiment, StartConfig
 from tuner.errors import UserError
 from tuner.inputs import read_regular
 

@@ -25,13 +25,13 @@ def run(
     output: Annotated[Path | None, typer.Option(help="write run.json here (default: results/<name>/<time>/)")] = None,
 ) -> None:
     """Benchmark one configuration (its `strategies:` applied) and write run.json."""
-    from tuner.records.files import check_destination
+    from tuner.records import check_destination
 
     with user_errors():
         if output is not None:  # before the experiment is loaded (vLLM imported, its engine arguments built): ~10 s
             check_destination(output, "--output")
         loaded = _load_writable(experiment)
-        from tuner.run.run import run_experiment  # after the checks: a refusal waits for no measuring code
+        from tuner.run import run_experiment  # after the checks: a refusal waits for no measuring code
 
         path, record = run_experiment(loaded, ConsoleFeedback(console), output)
     repetitions = record["repetitions"]
@@ -48,8 +48,8 @@ def calibrate(
     delays in EngineCore and the worker, the strategies active on this path. `tuner sweep` takes its grain."""
     with user_errors():
         loaded = _load_writable(experiment)
-        from tuner.calibrate.run import run_calibration
-        from tuner.records.calibration import calibration_path, cost_line, load_calibration
+        from tuner.calibrate import run_calibration
+        from tuner.records import calibration_path, cost_line, load_calibration
 
         directory = run_calibration(loaded, ConsoleFeedback(console), budget_s=budget_s)
         record = load_calibration(calibration_path(loaded.output_dir, loaded.name))
@@ -99,9 +99,8 @@ def versions(
     """Compare vLLM installs on this host with the same experiment: engine starts alternate in mirrored order,
     each in its install's own interpreter; with more than two installs, bisect the sequence for the step that
     changed the metric."""
-    from tuner.metrics.table import METRIC_NAMES
-    from tuner.versions.installs import probe
-    from tuner.versions.run import compare_installs
+    from tuner.metrics import METRIC_NAMES
+    from tuner.versions import compare_installs, probe
 
     with user_errors():
         if len(pythons) < 2:
@@ -126,7 +125,7 @@ def sweep(
     """Search strategy sets and engine args with Optuna, each trial paired against the baseline."""
     with user_errors():
         loaded = _load_writable(experiment)
-        from tuner.sweep.run import run_sweep
+        from tuner.sweep import run_sweep
 
         run_sweep(
             loaded,
@@ -149,7 +148,7 @@ def worker(
     """Run trials of a study shared by many workers (one or many machines) until it is done."""
     with user_errors():
         loaded = _load_writable(experiment)
-        from tuner.sweep.worker import run_worker
+        from tuner.sweep import run_worker
 
         run_worker(loaded, ConsoleFeedback(console), storage=storage, study_name=study_name)
 
@@ -158,7 +157,7 @@ def _load_writable(path: Path) -> Experiment:
     """The experiment, once its results directory is known to be writable: checked before any engine starts."""
     from tuner.config import load_experiment
     from tuner.errors import UserError
-    from tuner.records.files import destination_problem
+    from tuner.records import destination_problem
 
     experiment = load_experiment(path)
     for note in experiment.search.notes() if experiment.search else []:

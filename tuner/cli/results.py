@@ -57,7 +57,7 @@ def report(
     with user_errors():
         if storage is not None:
             from tuner.config import load_experiment
-            from tuner.sweep.summary import summarize_shared_study
+            from tuner.sweep import summarize_shared_study
 
             path = summarize_shared_study(load_experiment(path), storage, study_name)
         paths = build_report(path, out)
@@ -207,7 +207,7 @@ def pr_check(
     from rich.table import Table
 
     from tuner.cli.output import console, user_errors
-    from tuner.records.files import write_text
+    from tuner.records import write_text
     from tuner.series.pr_check import check_pull_request as check
     from tuner.series.pr_check import comment_markdown
 

@@ -10,10 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tuner.feedback import TableData
-from tuner.records.calibration import Calibration
-from tuner.records.capacity import CapacityRecord
-from tuner.report.capacity import LEVEL_COLUMNS, level_rows
-from tuner.report.describe import verdict_words
+from tuner.records import Calibration, CapacityRecord
+from tuner.report import LEVEL_COLUMNS, level_rows, verdict_words
 
 
 def render(data: TableData) -> Table:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tuner.traffic.dataset import Format
+from tuner.traffic import Format
 
 
 def inspect(
@@ -37,12 +37,17 @@ def inspect(
     """Print the requests' lengths, arrivals and prefix reuse, and write the plot, without starting an engine."""
     from tuner.cli.output import console, user_errors
     from tuner.errors import UserError
-    from tuner.records.files import write_json
-    from tuner.report.workload_section import PLOT, describe_workload, length_rows, workload_plot
+    from tuner.records import write_json
+    from tuner.report import PLOT, describe_workload, length_rows, workload_plot
     from tuner.traffic.inspect import inspected
 
     with user_errors():
-        record, default_out, title = inspected(file, format, tokenizer_model=tokenizer, skip_bad=skip_bad)
+        if file.suffix.lower() in {".yaml", ".yml"}:
+            from tuner.measure import experiment_workload
+
+            record, default_out, title = experiment_workload(file)
+        else:
+            record, default_out, title = inspected(file, format, tokenizer_model=tokenizer, skip_bad=skip_bad)
         out = output or default_out
         for line in describe_workload(record):
             console.print(line, highlight=False, soft_wrap=True)

@@ -38,6 +38,8 @@ from tuner.config.models import (
     UniformLen,
     Workload,
 )
+from tuner.config.search import RESTART_HEADS, Objective, Pairs, Range, Scalar, Search, split_key
+from tuner.config.start import StartConfig
 from tuner.config.yaml_source import read_yaml, validation_problems
 from tuner.errors import UserError
 
@@ -70,6 +72,7 @@ def load_experiment(path: Path | str) -> Experiment:
 
 
 __all__ = [
+    "RESTART_HEADS",
     "CapacitySearch",
     "Experiment",
     "FixedLen",
@@ -77,12 +80,19 @@ __all__ = [
     "LoadKnob",
     "Measure",
     "NormalLen",
+    "Objective",
+    "Pairs",
+    "Range",
     "Sampling",
+    "Scalar",
+    "Search",
     "Serve",
     "Slo",
+    "StartConfig",
     "UniformLen",
     "Workload",
     "check_capacity",
     "context_limit",
     "load_experiment",
+    "split_key",
 ]

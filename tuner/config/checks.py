@@ -14,7 +14,7 @@ from tuner.config.models import REQUEST_OVERHEAD_BYTES, Experiment, Workload
 from tuner.config.search import RESTART_HEADS, Range, Search, split_key, yaml_kind
 from tuner.config.yaml_source import node_line
 from tuner.errors import Problem
-from tuner.vllm.arguments import BUILTIN_DIR, BUILTIN_PREFIX
+from tuner.vllm import BUILTIN_DIR, BUILTIN_PREFIX
 
 
 def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list[Problem]:
@@ -22,8 +22,7 @@ def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list
     rules): the experiment's engine args, and each engine value of the search space on top of them. Each strategy
     must act on the code path vLLM resolves for them (model runner, scheduling, executor, parallelism)."""
     from strategies import strategy_classes
-    from tuner.vllm.arguments import engine_config, resolve_engine_args
-    from tuner.vllm.imports import env_overlay, env_text
+    from tuner.vllm import engine_config, env_overlay, env_text, resolve_engine_args
 
     candidates: list[tuple[dict[str, Any], tuple[int | str, ...], str]] = [(experiment.engine, ("engine",), "engine")]
     space = experiment.search.space if experiment.search else {}
@@ -111,7 +110,7 @@ def check_dataset(experiment: Experiment, root: yaml.Node | None) -> list[Proble
     """Read the dataset as the engine will get it: a bad record or a request longer than the smallest
     ``max_model_len`` the experiment may start with raises :class:`UserError` naming the dataset file's line; a
     text format without a tokenizer, or more requests than memory holds, is a problem of the experiment file."""
-    from tuner.traffic.replay import TokenizerMissing, read_dataset
+    from tuner.traffic import TokenizerMissing, read_dataset
 
     spec = experiment.workload.dataset
     if spec is None:
@@ -139,8 +138,10 @@ def check_dataset(experiment: Experiment, root: yaml.Node | None) -> list[Proble
 
 def check_engine_args(engine: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
     """Engine args must be ``EngineArgs`` fields, and a local model dir must hold a ``config.json``."""
-    from tuner.vllm.arguments import value_problem
-    from tuner.vllm.imports import engine_arg_names  # imports vLLM lazily (and says which extra is missing)
+    from tuner.vllm import (
+        engine_arg_names,  # imports vLLM lazily (and says which extra is missing)
+        value_problem,
+    )
 
     problems = []
     known = engine_arg_names()
@@ -205,7 +206,7 @@ def _length_limits(experiment: Experiment) -> list[tuple[tuple[int | str, ...], 
 def context_limit(experiment: Experiment) -> int | None:
     """The smallest ``max_model_len`` the experiment may start an engine with (the model's own if none is set):
     dataset requests are held to it, so every engine of a sweep replays the same requests."""
-    from tuner.traffic.replay import model_max_len
+    from tuner.traffic import model_max_len
 
     limits = [int(value) for _, _, value in _length_limits(experiment) if _is_length(value)]
     return min(limits) if limits else model_max_len(experiment.engine)
@@ -255,7 +256,7 @@ def check_strategies(strategies: dict[str, dict[str, Any]], root: yaml.Node | No
 
 def check_env(env: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
     """``env:`` names must be variables of the installed vLLM and their values ones vLLM's parser reads."""
-    from tuner.vllm.imports import env_problem
+    from tuner.vllm import env_problem
 
     return [
         Problem(why, f"env.{name}", node_line(root, ("env", name)))
@@ -267,7 +268,7 @@ def check_env(env: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
 def _check_env_dimension(
     key: str, name: str, spec: list[Any] | Range, env: dict[str, Any], root: yaml.Node | None
 ) -> list[Problem]:
-    from tuner.vllm.imports import env_problem
+    from tuner.vllm import env_problem
 
     field = f"search.space.{key}"
     located: list[tuple[int | str, Any]] = (
@@ -299,9 +300,8 @@ def check_search(
     """Space keys must name strategies, their parameters, engine args or vLLM environment variables; metrics must
     exist; dimensions compared by restart pairs never go into a comparison by steps."""
     from strategies import strategy_classes
-    from tuner.metrics.table import METRIC_NAMES
-    from tuner.vllm.arguments import value_problem
-    from tuner.vllm.imports import engine_arg_names
+    from tuner.metrics import METRIC_NAMES
+    from tuner.vllm import engine_arg_names, value_problem
 
     problems = []
     classes = strategy_classes()

@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tuner.config.capacity import CapacitySearch, LoadKnob
 from tuner.config.search import Scalar, Search
-from tuner.stats.stall_rate import StallRule
-from tuner.traffic.dataset import Dataset
+from tuner.stats import StallRule
+from tuner.traffic import Dataset
 
 MAX_TOKENS = 1 << 24  # longer than any model's context
 MAX_PROMPTS = 10_000_000

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from tuner.metrics.table import HIGHER_IS_BETTER
+from tuner.metrics import HIGHER_IS_BETTER
 
 
 def yaml_kind(value: Any) -> str:

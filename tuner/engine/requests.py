@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tuner.config import Sampling
-from tuner.metrics.timings import RequestTiming
-from tuner.traffic.requests import RequestSpec
+from tuner.metrics import RequestTiming
+from tuner.traffic import RequestSpec
 
 Progress = Callable[[int], None]  # called with the number of requests finished so far
 

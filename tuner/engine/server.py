@@ -31,10 +31,10 @@ import httpx
 from tuner.config import Sampling, Serve
 from tuner.engine.requests import Progress, drive_requests
 from tuner.engine.session import EngineError, EngineSession
-from tuner.metrics.timings import RequestTiming
+from tuner.metrics import RequestTiming
 from tuner.plugin.protocol import ENV_VAR, ControlEndpointSpec, ControlRequest, ProcessReport, decode_spec, encode_spec
-from tuner.traffic.requests import RequestSpec
-from tuner.vllm.arguments import cli_flags
+from tuner.traffic import RequestSpec
+from tuner.vllm import cli_flags
 
 MODEL_NAME = "tuner-model"  # the served model name when the engine args do not set one
 HOST = "127.0.0.1"

@@ -27,7 +27,7 @@ from tuner.config import Sampling
 from tuner.engine.processes import StartWatch, alive, children_since, fail_utility_calls
 from tuner.engine.requests import Progress, drive_requests, engine_input, record_output, sampling_params
 from tuner.errors import EngineError
-from tuner.metrics.timings import RequestTiming
+from tuner.metrics import RequestTiming
 from tuner.plugin.protocol import (
     CONTROL_METHOD,
     ENV_VAR,
@@ -37,9 +37,8 @@ from tuner.plugin.protocol import (
     load_plugin_here,
     local_control,
 )
-from tuner.traffic.requests import RequestSpec
-from tuner.vllm.arguments import condense
-from tuner.vllm.imports import env_overlay, import_vllm, set_quiet_env
+from tuner.traffic import RequestSpec
+from tuner.vllm import condense, env_overlay, import_vllm, set_quiet_env
 
 
 class EngineSession(ABC):

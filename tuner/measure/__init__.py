@@ -8,22 +8,37 @@ the mutator and ``collector``), ``worker_gc`` (collections placed in the steps t
 estimand) and ``pairs`` (one pair as amounts and seconds, and the ratio of sums over pairs).
 """
 
-from tuner.measure.gc_pacing import PacingComparison, pacing_comparison
+from tuner.measure.collector import collector_blocks, renumbered
+from tuner.measure.gc_pacing import (
+    COLLECTOR_BLOCK_STEPS,
+    PILOT_SHARE,
+    SKIP_BELOW,
+    PacingComparison,
+    collector_part,
+    pacing_comparison,
+    split_share,
+)
 from tuner.measure.grain import Grain, grain_for, paces_gc
 from tuner.measure.interleave import InterleaveResult, interleaved_comparison, step_estimate, step_pairs
 from tuner.measure.pairing import Arms, Restarts, left_out_of_steps, paired_runs, step_interleavable
-from tuner.measure.pairs import Pair, pairs_estimate, run_pair
 from tuner.measure.workbench import StrategyNotActive, Workbench, inactive_strategies
+from tuner.measure.workload import PreparedTraffic, experiment_workload, prepare
 
 __all__ = [
+    "COLLECTOR_BLOCK_STEPS",
+    "PILOT_SHARE",
+    "SKIP_BELOW",
     "Arms",
     "Grain",
     "InterleaveResult",
     "PacingComparison",
-    "Pair",
+    "PreparedTraffic",
     "Restarts",
     "StrategyNotActive",
     "Workbench",
+    "collector_blocks",
+    "collector_part",
+    "experiment_workload",
     "grain_for",
     "inactive_strategies",
     "interleaved_comparison",
@@ -31,8 +46,9 @@ __all__ = [
     "paces_gc",
     "pacing_comparison",
     "paired_runs",
-    "pairs_estimate",
-    "run_pair",
+    "prepare",
+    "renumbered",
+    "split_share",
     "step_estimate",
     "step_interleavable",
     "step_pairs",

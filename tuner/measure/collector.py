@@ -21,7 +21,7 @@ from tuner.measure.interleave import InterleaveResult, interleaved_comparison
 from tuner.measure.workbench import Workbench
 from tuner.measure.worker_gc import ArmPacing, GcPause, overlaps
 from tuner.plugin.protocol import BlockRecord, StrategySet
-from tuner.stats.collector import Collection, CollectorBlock, ProcessBlock, schedule
+from tuner.stats import Collection, CollectorBlock, ProcessBlock, schedule
 
 
 def collector_blocks(

@@ -37,9 +37,15 @@ from tuner.measure.interleave import InterleaveResult, interleaved_comparison
 from tuner.measure.step_sums import compared_steps, log_ratio_variance
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet
-from tuner.stats import RatioEstimate
-from tuner.stats.collector import CollectorBlock, CollectorEstimate, block_pairs, collector_estimate
-from tuner.stats.product import product_estimate, unmeasured
+from tuner.stats import (
+    CollectorBlock,
+    CollectorEstimate,
+    RatioEstimate,
+    block_pairs,
+    collector_estimate,
+    product_estimate,
+    unmeasured,
+)
 
 COLLECTOR_BLOCK_STEPS = 32
 """Steps of each arm alone per block of the collector's pilot (and its least block length)."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from strategies import strategy_classes
 from tuner.plugin.protocol import StrategySet
-from tuner.records.calibration import Calibration
+from tuner.records import Calibration
 
 DEFAULT_BLOCK_STEPS = 1
 

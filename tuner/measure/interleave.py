@@ -28,7 +28,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from tuner.measure.pairs import Pair
 from tuner.measure.stalls import CompareStep, StallComparison, compare_stalls
 from tuner.measure.step_sums import (
     ANY_WORK,
@@ -52,7 +51,8 @@ from tuner.measure.worker_gc import (
     with_worker_gc,
     worker_pauses,
 )
-from tuner.metrics.table import HIGHER_IS_BETTER, STEP_LEVEL_METRICS
+from tuner.measure.workload import replay_line
+from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS, Pair
 from tuner.plugin.protocol import (
     INTERLEAVE_DRAIN,
     INTERLEAVE_STOP,
@@ -63,7 +63,6 @@ from tuner.plugin.protocol import (
     interleave_start,
 )
 from tuner.stats import GUARD_MARGIN, RatioEstimate, Verdict, WholeGuard, paired_ratio_of_sums, reached_precision
-from tuner.traffic.workload import replay_line
 
 Estimand = Literal["body", "mean"]
 PairSums = tuple[BlockSum, BlockSum]  # (A, B) steps and seconds of one pair
@@ -239,7 +238,7 @@ def step_pairs(
     as (trial steps, their seconds, reference steps, their seconds): a confirmation look's ratio-of-sums data,
     the engine loaded and its steps counted as in the screening (``arrivals``: by the workload's send times;
     ``exclude_gc``: the mutator's seconds; ``estimand``). Where the body is measured, the seconds are the body's
-    and each pair carries the arms' whole seconds after them, for the guard (:data:`tuner.measure.pairs.Pair`)."""
+    and each pair carries the arms' whole seconds after them, for the guard (:data:`tuner.metrics.pairs.Pair`)."""
     result = interleaved_comparison(
         bench,
         reference,

@@ -19,11 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.config.search import Objective, Pairs
-from tuner.config.start import StartConfig
+from tuner.config import Objective, Pairs, StartConfig
 from tuner.measure.workbench import Workbench
-from tuner.metrics.table import HIGHER_IS_BETTER
-from tuner.metrics.timings import flat_metrics
+from tuner.metrics import HIGHER_IS_BETTER, flat_metrics
 from tuner.stats import RatioEstimate, mirrored_order, paired_ratio, paired_ratio_of_sums, reached_precision
 
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tuner.plugin.protocol import Arm
-from tuner.stats.stall_rate import RateDifference, StallRule, paired_rate_difference, stall_flags
+from tuner.stats import RateDifference, StallRule, paired_rate_difference, stall_flags
 
 
 @dataclass(frozen=True)

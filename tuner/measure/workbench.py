@@ -6,17 +6,14 @@ from typing import Any
 
 from strategies import Role, strategy_classes
 from tuner.config import Experiment, Serve
-from tuner.engine.server import EndpointSession, ServerSession
-from tuner.engine.session import EngineSession, OfflineSession, StreamingSession
+from tuner.engine import EndpointSession, EngineSession, OfflineSession, ServerSession, StreamingSession
 from tuner.errors import EnvNotInForce, StrategyNotActive
 from tuner.feedback import SILENT, Feedback, task
-from tuner.metrics.tail_attribution import attribute
-from tuner.metrics.timings import met_each, summarize
+from tuner.measure.workload import PreparedTraffic, build_requests, prepare
+from tuner.metrics import attribute, met_each, summarize
 from tuner.plugin.protocol import PLUGIN_ERROR, REPORT, RESET, ProcessReport, switch_request
-from tuner.traffic.requests import RequestSpec
-from tuner.traffic.workload import PreparedTraffic, WorkloadRecord, build_requests, prepare
-from tuner.vllm.arguments import resolve_engine_args
-from tuner.vllm.imports import env_text
+from tuner.traffic import RequestSpec, WorkloadRecord
+from tuner.vllm import env_text, resolve_engine_args
 
 
 def inactive_strategies(reports: list[ProcessReport], requested: dict[str, dict[str, Any]]) -> list[str]:

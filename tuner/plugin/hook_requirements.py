@@ -6,8 +6,7 @@ matrix (``tests/test_vllm_compat.py`` checks them on each unpacked wheel).
 
 from __future__ import annotations
 
-from strategies.framework import wait_points
-from strategies.framework.requirements import (
+from strategies.framework import (
     Absent,
     AssignedIn,
     Defined,
@@ -16,6 +15,7 @@ from strategies.framework.requirements import (
     Params,
     Requirement,
     Snippet,
+    wait_points,
 )
 
 _CORE = "v1/engine/core.py"

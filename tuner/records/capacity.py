@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-from tuner.metrics.host_load import HostRecord
+from tuner.metrics import HostRecord
 from tuner.records.files import read_schema_json, write_json
 from tuner.records.upgrade import upgrade_capacity
 

@@ -22,7 +22,7 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 from tuner.errors import UserError
 from tuner.plugin.protocol import ProcessReport
 from tuner.records.upgrade import upgrade_run, upgrade_summary
-from tuner.traffic.workload_record import WorkloadRecord
+from tuner.traffic import WorkloadRecord
 
 RUN_SCHEMA = "tuner.run/1"
 SWEEP_SCHEMA = "tuner.sweep/1"

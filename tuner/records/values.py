@@ -12,8 +12,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from tuner.metrics.table import LATENCY_FAMILIES
-from tuner.metrics.timings import flat_metrics
+from tuner.metrics import LATENCY_FAMILIES, flat_metrics
 from tuner.plugin.protocol import ProcessReport
 from tuner.records.loader import RunRecord, SweepSummary, TrialRow
 from tuner.stats import RatioEstimate

@@ -9,23 +9,47 @@ commands, the sections and the plots (which load matplotlib) are imported from t
 """
 
 from tuner.report.calibration import write_calibration_report
+from tuner.report.capacity import LEVEL_COLUMNS, level_rows, write_capacity_report
 from tuner.report.describe import (
+    UNBOUNDED,
+    baseline_trial,
     describe_engine,
     describe_strategies,
     fmt_ci,
     fmt_ratio,
     measured_by,
+    measured_device,
+    ratio_metrics,
     verdict_words,
+    vllm_version,
 )
 from tuner.report.document import Doc
+from tuner.report.figures import SERIES_COLORS, VERDICT_COLORS, new_figure, save_figure
+from tuner.report.workload_section import PLOT, describe_workload, length_rows, workload_plot
 
 __all__ = [
+    "LEVEL_COLUMNS",
+    "PLOT",
+    "SERIES_COLORS",
+    "UNBOUNDED",
+    "VERDICT_COLORS",
     "Doc",
+    "baseline_trial",
     "describe_engine",
     "describe_strategies",
+    "describe_workload",
     "fmt_ci",
     "fmt_ratio",
+    "length_rows",
+    "level_rows",
     "measured_by",
+    "measured_device",
+    "new_figure",
+    "ratio_metrics",
+    "save_figure",
     "verdict_words",
+    "vllm_version",
+    "workload_plot",
     "write_calibration_report",
+    "write_capacity_report",
 ]

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.records.calibration import Calibration, cost_line
-from tuner.records.files import write_text
+from tuner.records import Calibration, cost_line, write_text
 
 
 def _label(method: str, block_steps: int | None) -> str:
@@ -86,9 +85,9 @@ class PrecisionPoint:
 
 def precision_plot(path: Path, points: Sequence[PrecisionPoint], *, title: str) -> Path:
     """Precision against engine time per method: each measured point and its 1/sqrt(time) curve, log-log."""
-    from tuner.report.figures import SERIES_COLORS, figure, save
+    from tuner.report.figures import SERIES_COLORS, new_figure, save_figure
 
-    fig = figure(7, 4.2)
+    fig = new_figure(7, 4.2)
     ax = fig.subplots()
     for color, point in zip(itertools.cycle(SERIES_COLORS), points, strict=False):
         if not (math.isfinite(point.engine_s_per_pct) and point.engine_s_per_pct > 0):
@@ -103,4 +102,4 @@ def precision_plot(path: Path, points: Sequence[PrecisionPoint], *, title: str) 
     ax.set_ylabel("95% CI half-width (%)")
     ax.set_title(title)
     ax.legend(fontsize=8)
-    return save(fig, path)
+    return save_figure(fig, path)

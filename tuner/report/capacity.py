@@ -8,11 +8,10 @@ from typing import Any
 
 from matplotlib import ticker
 
-from tuner.records.capacity import ARMS, CapacityRecord, level_rates
-from tuner.records.files import write_text
+from tuner.records import ARMS, CapacityRecord, level_rates, write_text
 from tuner.report.document import Doc
-from tuner.report.figures import SERIES_COLORS, figure, save
-from tuner.stats.proportion import arm_attainment
+from tuner.report.figures import SERIES_COLORS, new_figure, save_figure
+from tuner.stats import arm_attainment
 
 ARM_LABELS = {"reference": "reference (vLLM as installed)", "configuration": "configuration"}
 
@@ -27,7 +26,7 @@ def _signed(value: float | None) -> str:
 
 def attainment_plot(path: Path, record: CapacityRecord) -> Path:
     """Each arm's attainment per probed load with its 95% interval, the target, and each arm's capacity."""
-    fig = figure(7.5, 4.2)
+    fig = new_figure(7.5, 4.2)
     ax = fig.add_subplot()
     loads = [level["load"] for level in record["levels"]]
     for (arm, label), color in zip(ARM_LABELS.items(), SERIES_COLORS, strict=False):
@@ -48,7 +47,7 @@ def attainment_plot(path: Path, record: CapacityRecord) -> Path:
     ax.set_ylabel("requests meeting the SLO (%)")
     ax.set_title(f"{record['experiment']}: attainment per load (dotted: each arm's capacity)")
     ax.legend(loc="lower left", fontsize=8)
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 LEVEL_COLUMNS = (

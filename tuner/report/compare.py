@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import UserError
-from tuner.metrics.table import HIGHER_IS_BETTER, METRIC_NAMES, metric_unit
-from tuner.records.loader import Loaded, TrialRow, TrialState, load
-from tuner.records.values import engine_overrides, run_reps, trial_metric, trial_reps
+from tuner.metrics import HIGHER_IS_BETTER, METRIC_NAMES, metric_unit
+from tuner.records import Loaded, TrialRow, TrialState, engine_overrides, load, run_reps, trial_metric, trial_reps
 from tuner.report.describe import describe_engine, describe_strategies, vllm_version
 from tuner.stats import unpaired_ratio
 

@@ -9,10 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.metrics.table import HIGHER_IS_BETTER, LATENCY_FAMILIES
+from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES
 from tuner.plugin.protocol import ProcessReport
-from tuner.records.loader import SweepSummary, TrialRow, TrialState
-from tuner.records.values import trial_estimate
+from tuner.records import SweepSummary, TrialRow, TrialState, trial_estimate
 from tuner.stats import UNBOUNDED_LOG
 
 
@@ -187,7 +186,7 @@ def vllm_version(environment: Mapping[str, Any]) -> str:
     return ", ".join(f"{name} {release}" for name, release in vllm_releases(environment).items()) or "vllm unknown"
 
 
-def device(environment: Mapping[str, Any]) -> str:
+def measured_device(environment: Mapping[str, Any]) -> str:
     """The device a result was measured on (``?`` for a record that does not say)."""
     return str(environment["device"] or "?")
 

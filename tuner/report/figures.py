@@ -1,7 +1,7 @@
 """The canvas and palette every plot shares (matplotlib's Agg canvas, no pyplot).
 
 Figures are built with :class:`matplotlib.figure.Figure` on a :class:`FigureCanvasAgg` directly, so nothing touches
-a display, the process-wide backend or pyplot's global state; :func:`save` writes each one atomically.
+a display, the process-wide backend or pyplot's global state; :func:`save_figure` writes each one atomically.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from tuner.records.files import write_bytes
+from tuner.records import write_bytes
 
 DPI = 110
 VERDICT_COLORS = {
@@ -30,14 +30,14 @@ PERCENTILE_COLORS = {"p50": "#4c72b0", "p90": "#dd8452", "p99": "#c44e52"}
 SERIES_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
 
 
-def figure(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
     """A figure of ``width`` x ``height`` inches on its own Agg canvas (no pyplot, no display)."""
     fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
-def save(fig: Figure, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path) -> Path:
     """Render to PNG and replace ``path`` atomically."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)

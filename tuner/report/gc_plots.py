@@ -16,7 +16,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from tuner.plugin.protocol import tag_hidden
-from tuner.report.figures import PERCENTILE_COLORS, SERIES_COLORS, figure, grouped_bars, save
+from tuner.report.figures import PERCENTILE_COLORS, SERIES_COLORS, grouped_bars, new_figure, save_figure
 
 
 def bucket_labels(edges_ms: Sequence[float], n_counts: int) -> list[str]:
@@ -35,7 +35,7 @@ def gc_histograms(
     n_counts = max((len(c) for series in processes.values() for c in series.values()), default=len(edges_ms) + 1)
     labels = bucket_labels(edges_ms, n_counts)
     rows = max(len(processes), 1)
-    fig = figure(10, 1.2 + 2.5 * rows)
+    fig = new_figure(10, 1.2 + 2.5 * rows)
     axes = fig.subplots(rows, 1, squeeze=False)[:, 0]
     for ax, (process, series) in zip(axes, processes.items(), strict=False):
         padded = {name: [*counts, *[0] * (n_counts - len(counts))] for name, counts in series.items()}
@@ -63,7 +63,7 @@ def gc_histograms(
             ax.set_ylim(0, 1)
     axes[-1].set_xlabel("GC pause [ms] (log-spaced buckets)")
     fig.suptitle(title)
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def gc_share_rss(
@@ -75,7 +75,7 @@ def gc_share_rss(
     title: str,
 ) -> Path:
     """GC share of wall time (%) and peak RSS (MiB) per process, one bar per series."""
-    fig = figure(10, 3.8)
+    fig = new_figure(10, 3.8)
     left, right = fig.subplots(1, 2)
     labels = [p if len(p) <= 16 else p[:15] + "…" for p in processes]
     grouped_bars(left, labels, share_pct, SERIES_COLORS)
@@ -88,7 +88,7 @@ def gc_share_rss(
     if len(share_pct) > 1:
         fig.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncol=len(share_pct), fontsize=8)
     fig.suptitle(title)
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def timeline(path: Path, window: Mapping[str, Any], *, title: str) -> Path:
@@ -96,7 +96,7 @@ def timeline(path: Path, window: Mapping[str, Any], *, title: str) -> Path:
     and the slowest inter-token samples in it, on one time axis (ms from the window's start)."""
     pauses: Mapping[str, Sequence[Sequence[float]]] = window["pauses"]
     lanes = ["EngineCore steps", *(f"{name} GC" for name in pauses), "slowest tokens"]
-    fig = figure(10, 1.0 + 0.5 * len(lanes))
+    fig = new_figure(10, 1.0 + 0.5 * len(lanes))
     ax = fig.add_subplot()
     y = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}
     steps = [(s * 1e3, (e - s) * 1e3) for s, e in window["steps"]]
@@ -129,4 +129,4 @@ def timeline(path: Path, window: Mapping[str, Any], *, title: str) -> Path:
         ncol=4,
         fontsize="small",
     )
-    return save(fig, path)
+    return save_figure(fig, path)

@@ -13,9 +13,8 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
 from tuner.errors import UserError
-from tuner.records.capacity import ARMS, CapacityRecord, capacity_file, level_rates, load_capacity
-from tuner.records.files import write_text
-from tuner.stats.proportion import arm_attainment
+from tuner.records import ARMS, CapacityRecord, capacity_file, level_rates, load_capacity, write_text
+from tuner.stats import arm_attainment
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,10 @@ import math
 import statistics
 from pathlib import Path
 
-from tuner.metrics.table import LATENCY_FAMILIES, METRIC_NAMES, metric_unit
-from tuner.records.capacity import capacity_file, load_capacity
-from tuner.records.files import write_text
-from tuner.records.loader import Loaded, load
-from tuner.records.values import run_reps
+from tuner.metrics import LATENCY_FAMILIES, METRIC_NAMES, metric_unit
+from tuner.records import Loaded, capacity_file, load, load_capacity, run_reps, write_text
 from tuner.report.capacity import write_capacity_report
-from tuner.report.describe import aggregate_processes, describe_strategies, device, fmt_num, vllm_version
+from tuner.report.describe import aggregate_processes, describe_strategies, fmt_num, measured_device, vllm_version
 from tuner.report.document import Doc
 from tuner.report.sections import environment_section, gc_sections
 from tuner.report.sweep import sweep_doc
@@ -80,7 +77,7 @@ def _run_doc(loaded: Loaded, out: Path) -> Doc:
             f"created: {run['created']}",
             f"strategies: `{describe_strategies(run['strategies'])}`",
             f"engine: {engine['mode']} mode, start {fmt_num(engine['start_s'], 3)} s",
-            f"device: {device(env)}; {vllm_version(env)}",
+            f"device: {measured_device(env)}; {vllm_version(env)}",
             f"repetitions: {len(reps)}",
         ]
     )

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tuner.report.figures import PERCENTILE_COLORS, SERIES_COLORS, figure, finite, grouped_bars, save
+from tuner.report.figures import PERCENTILE_COLORS, SERIES_COLORS, finite, grouped_bars, new_figure, save_figure
 
 
 def _median(values: Sequence[float]) -> float:
@@ -25,7 +25,7 @@ def throughput(
     path: Path, reps: Sequence[str], tokens: Mapping[str, Sequence[float]], requests: Sequence[float], *, title: str
 ) -> Path:
     """Token throughput (grouped bars) and request throughput per repetition, each with its median."""
-    fig = figure(9, 3.8)
+    fig = new_figure(9, 3.8)
     left, right = fig.subplots(1, 2, width_ratios=[2, 1])
     nice = {name: name.replace("_tokens_per_s", " tokens/s") for name in tokens}
     grouped_bars(left, reps, {nice[k]: v for k, v in tokens.items()}, SERIES_COLORS)
@@ -41,14 +41,14 @@ def throughput(
     right.margins(y=0.18)
     right.legend(loc="upper left", ncol=2, fontsize=8)
     fig.suptitle(title)
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def latency(
     path: Path, reps: Sequence[str], families: Mapping[str, Mapping[str, Sequence[float]]], *, title: str
 ) -> Path:
     """One panel per latency family (TTFT, TPOT, ITL, E2E): p50/p90/p99 per repetition."""
-    fig = figure(10, 6.4)
+    fig = new_figure(10, 6.4)
     axes = fig.subplots(2, 2).ravel()
     for ax, (family, percentiles) in zip(axes, families.items(), strict=False):
         grouped_bars(ax, reps, percentiles, [PERCENTILE_COLORS.get(p, "#777777") for p in percentiles])
@@ -58,4 +58,4 @@ def latency(
     for ax in axes[len(families) :]:
         ax.set_visible(False)
     fig.suptitle(title)
-    return save(fig, path)
+    return save_figure(fig, path)

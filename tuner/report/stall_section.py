@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tuner.records.loader import TrialRow
+from tuner.records import TrialRow
 from tuner.report.describe import fmt_num, fmt_p, trial_label
 from tuner.report.document import Doc
 

@@ -9,21 +9,30 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tuner.metrics.table import HIGHER_IS_BETTER, metric_unit
+from tuner.metrics import HIGHER_IS_BETTER, metric_unit
 from tuner.plugin.protocol import ProcessReport
-from tuner.records.loader import Loaded, SweepSummary, TrialRow, TrialState
-from tuner.records.values import min_effect, objective_value, trial_estimate, trial_process_lists, trial_ratio
+from tuner.records import (
+    Loaded,
+    SweepSummary,
+    TrialRow,
+    TrialState,
+    min_effect,
+    objective_value,
+    trial_estimate,
+    trial_process_lists,
+    trial_ratio,
+)
 from tuner.report.describe import (
     ProcessGc,
     aggregate_processes,
     baseline_trial,
     describe_engine,
     describe_strategies,
-    device,
     fmt_num,
     fmt_p,
     fmt_ratio,
     measured_by,
+    measured_device,
     metric_title,
     pick_best,
     ratio_metrics,
@@ -140,7 +149,7 @@ def _overview(doc: Doc, loaded: Loaded, trials: Sequence[TrialRow]) -> None:
             f"trials: {len(trials)} (" + ", ".join(f"{s} {sum(t['state'] == s for t in trials)}" for s in states) + ")",
             f"engine starts: {summary['engine_starts']}"
             + (f", median switch {switches[len(switches) // 2] * 1e3:.1f} ms" if switches else ""),
-            f"device: {device(summary['environment'])}; {vllm_version(summary['environment'])}",
+            f"device: {measured_device(summary['environment'])}; {vllm_version(summary['environment'])}",
         ]
     )
 

@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
-from tuner.report.figures import SERIES_COLORS, VERDICT_COLORS, figure, finite, save
+from tuner.report.figures import SERIES_COLORS, VERDICT_COLORS, finite, new_figure, save_figure
 
 VERDICT_LABELS = {
     "better": "better (screening, unadjusted)",
@@ -49,7 +49,7 @@ def ratios(path: Path, panels: Sequence[RatioPanel], *, title: str) -> Path:
     """Per metric: each trial's ratio to the baseline as a bar from 1, with its CI; baseline marked at 1."""
     n_bars = max((len(p.bars) for p in panels), default=1)
     detailed = n_bars <= 10  # few trials: tick labels carry the configuration, else just the trial number
-    fig = figure(min(max(9.0, (1.6 if detailed else 0.45) * n_bars + 3.5), 24), 1.2 + 4.0 * len(panels))
+    fig = new_figure(min(max(9.0, (1.6 if detailed else 0.45) * n_bars + 3.5), 24), 1.2 + 4.0 * len(panels))
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     seen: set[str] = set()
     any_infeasible = False
@@ -119,7 +119,7 @@ def ratios(path: Path, panels: Sequence[RatioPanel], *, title: str) -> Path:
     axes[0].legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1].set_xlabel("trial")
     fig.suptitle(title)
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def ratio_tick_label(value: float, _pos: int | None = None) -> str:
@@ -154,7 +154,7 @@ class ParetoPoint:
 
 def pareto(path: Path, points: Sequence[ParetoPoint], *, x_label: str, y_label: str, title: str) -> Path:
     """Scatter of two objectives; the Pareto front joined and highlighted, the baseline marked."""
-    fig = figure(8, 5.2)
+    fig = new_figure(8, 5.2)
     ax = fig.subplots()
     others = [p for p in points if not p.front and not p.baseline]
     feasible = [p for p in others if p.feasible]
@@ -179,17 +179,17 @@ def pareto(path: Path, points: Sequence[ParetoPoint], *, x_label: str, y_label: 
     ax.grid(True, alpha=0.3)
     ax.margins(0.12)
     ax.legend(fontsize=8, loc="best")
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def importance(path: Path, values: dict[str, float], *, title: str) -> Path:
     """Horizontal bars of parameter importance, largest on top."""
     ordered = sorted(values.items(), key=lambda kv: kv[1])
-    fig = figure(8, 1.2 + 0.45 * max(len(ordered), 1))
+    fig = new_figure(8, 1.2 + 0.45 * max(len(ordered), 1))
     ax = fig.subplots()
     ax.barh([k for k, _ in ordered], [v for _, v in ordered], color=SERIES_COLORS[0])
     for y, (_, v) in enumerate(ordered):
         ax.annotate(f"{v:.2f}", (v, y), textcoords="offset points", xytext=(4, -3), fontsize=8)
     ax.set(xlabel="relative importance (first objective; sums to 1)", ylabel="parameter", title=title)
     ax.set_xlim(0, max([v for _, v in ordered] + [0.01]) * 1.15)
-    return save(fig, path)
+    return save_figure(fig, path)

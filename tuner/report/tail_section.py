@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from tuner.metrics.tail_attribution import pooled
+from tuner.metrics import pooled
 from tuner.plugin.protocol import ProcessReport
-from tuner.records.loader import RunRecord
+from tuner.records import RunRecord
 from tuner.report.document import Doc
 
 PAUSE_CLASSES: tuple[Literal["critical", "hidden", "overran"], ...] = ("critical", "hidden", "overran")

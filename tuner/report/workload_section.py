@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuner.report.document import Doc
-from tuner.traffic.shape import WorkloadShape
-from tuner.traffic.workload_record import DatasetRecord, WorkloadRecord
+from tuner.traffic import DatasetRecord, WorkloadRecord, WorkloadShape
 
 PLOT = "workload.png"
 
@@ -78,9 +77,9 @@ def workload_plot(path: Path, shape: WorkloadShape, *, title: str) -> Path:
     time (or a note that all were sent at once)."""
     from matplotlib.ticker import EngFormatter
 
-    from tuner.report.figures import SERIES_COLORS, figure, save
+    from tuner.report.figures import SERIES_COLORS, new_figure, save_figure
 
-    fig = figure(11, 3.4)
+    fig = new_figure(11, 3.4)
     axes = fig.subplots(1, 3)
     for ax, histogram, label, color in (
         (axes[0], shape["input_histogram"], "prompt tokens", SERIES_COLORS[0]),
@@ -103,4 +102,4 @@ def workload_plot(path: Path, shape: WorkloadShape, *, title: str) -> Path:
         ax.set_xlabel("seconds since the first request")
         ax.set_ylabel(f"requests/s (per {width:g} s)")
     fig.suptitle(f"{title}: {shape['requests']:,} requests")
-    return save(fig, path)
+    return save_figure(fig, path)

@@ -10,12 +10,11 @@ from pathlib import Path
 from tuner.config import Experiment
 from tuner.errors import ResultRelocated, UserError
 from tuner.feedback import SILENT, Feedback, task
-from tuner.measure.workbench import Workbench
-from tuner.metrics.timings import flat_metrics
+from tuner.measure import Workbench
+from tuner.metrics import flat_metrics
 from tuner.plugin.protocol import encode_spec
-from tuner.records.files import check_destination, new_run_dir, write_json_keeping
-from tuner.records.loader import RUN_SCHEMA, Repetition, RunRecord
-from tuner.vllm.environment import environment_record
+from tuner.records import RUN_SCHEMA, Repetition, RunRecord, check_destination, new_run_dir, write_json_keeping
+from tuner.vllm import environment_record
 
 
 def aggregate(repetitions: Sequence[Repetition]) -> dict[str, dict[str, float]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from tuner.records.capacity import CapacityRecord
+from tuner.records import CapacityRecord
 from tuner.series.entries import BenchEntry
 from tuner.series.naming import config_name
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from matplotlib.lines import Line2D
 
-from tuner.report.figures import SERIES_COLORS, VERDICT_COLORS, figure, save
+from tuner.report import SERIES_COLORS, VERDICT_COLORS, new_figure, save_figure
 from tuner.series.entries import Better, better_of, read_entries
 
 RATIO_RANGE = re.compile(r"^(?P<low>[0-9.]+)-(?P<high>[0-9.]+)x\b")
@@ -73,7 +73,7 @@ def dashboard(path: Path, series: Sequence[BenchSeries], *, title: str, alert: M
     point (``alert[better]``, e.g. 1.05 for 105%)."""
     columns = 2 if len(series) > 1 else 1
     rows = math.ceil(len(series) / columns)
-    fig = figure(5.2 * columns, 0.8 + 2.3 * rows)
+    fig = new_figure(5.2 * columns, 0.8 + 2.3 * rows)
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     for ax, item in zip(axes, series, strict=False):
         xs = list(range(len(item.points)))
@@ -112,7 +112,7 @@ def dashboard(path: Path, series: Sequence[BenchSeries], *, title: str, alert: M
     ]
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8)
     fig.suptitle(title, fontsize=10)
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 def _wrap(text: str, width: int) -> str:

@@ -37,17 +37,29 @@ from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
 from tuner.errors import UserError
-from tuner.metrics.table import HIGHER_IS_BETTER, LATENCY_FAMILIES, metric_unit
-from tuner.records.capacity import capacity_file, load_capacity
-from tuner.records.files import write_json
-from tuner.records.loader import Loaded, RunRecord, SweepSummary, TrialRow, TrialState, load
-from tuner.records.values import engine_overrides, run_reps, trial_estimate, trial_metric, trial_reps
-from tuner.report.describe import (
+from tuner.metrics import HIGHER_IS_BETTER, LATENCY_FAMILIES, metric_unit
+from tuner.records import (
+    Loaded,
+    RunRecord,
+    SweepSummary,
+    TrialRow,
+    TrialState,
+    capacity_file,
+    engine_overrides,
+    load,
+    load_capacity,
+    run_reps,
+    trial_estimate,
+    trial_metric,
+    trial_reps,
+    write_json,
+)
+from tuner.report import (
     UNBOUNDED,
     baseline_trial,
     describe_engine,
     describe_strategies,
-    device,
+    measured_device,
     ratio_metrics,
     vllm_version,
 )
@@ -71,7 +83,7 @@ def _context(
         f"strategies: {describe_strategies(strategies)}",
         *([f"engine: {describe_engine(engine)}"] if engine else []),
         f"vllm: {vllm_version(environment)}",
-        f"device: {device(environment)}",
+        f"device: {measured_device(environment)}",
         f"git: {(environment['git_sha'] or '?')[:12]}",
         f"repetitions: {n}" if n else "repetitions: not kept",
     ]

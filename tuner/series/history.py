@@ -101,9 +101,9 @@ def plot_name(series: Series) -> str:
 
 def plot(series: Series, change_points: Sequence[ChangePoint], path: Path) -> Path:
     """Values by commit, the mean of each stretch between change points, each change point marked and labelled."""
-    from tuner.report.figures import VERDICT_COLORS, figure, save
+    from tuner.report import VERDICT_COLORS, new_figure, save_figure
 
-    fig = figure(10, 4.2)
+    fig = new_figure(10, 4.2)
     ax = fig.subplots()
     xs = range(len(series.points))
     ax.plot(xs, [p.value for p in series.points], marker="o", markersize=3, linewidth=1, color="#4c72b0")
@@ -132,7 +132,7 @@ def plot(series: Series, change_points: Sequence[ChangePoint], path: Path) -> Pa
     ax.grid(True, axis="y", alpha=0.3)
     better = {"bigger": " (higher is better)", "smaller": " (lower is better)", None: ""}[series.better]
     ax.set_title(f"{series.name}{better}", fontsize=9)
-    return save(fig, path)
+    return save_figure(fig, path)
 
 
 # ------------------------------------------------------------------------------------------ command
@@ -170,7 +170,7 @@ def append_markdown(target: Path, text: str) -> None:
 
 def summary_markdown(results: Sequence[SeriesHistory], source: Path, max_p: float) -> str:
     """A markdown summary (for ``$GITHUB_STEP_SUMMARY``): what was analysed and every change point."""
-    from tuner.report.document import Doc
+    from tuner.report import Doc
 
     doc = Doc("Benchmark history: change points")
     found = [(r, cp) for r in results for cp in r.change_points]

@@ -37,6 +37,15 @@ from tuner.stats.capacity import (
     resolvable,
     rounds_needed,
 )
+from tuner.stats.collector import (
+    Collection,
+    CollectorBlock,
+    CollectorEstimate,
+    ProcessBlock,
+    block_pairs,
+    collector_estimate,
+    schedule,
+)
 from tuner.stats.estimate import (
     RatioEstimate,
     Statistic,
@@ -49,6 +58,8 @@ from tuner.stats.estimate import (
 )
 from tuner.stats.knee_search import Forecast, KneeSearch, Probe
 from tuner.stats.power import Guard, detection_power, mde, mirrored_order, pairs_needed
+from tuner.stats.product import PRODUCT, in_orientation, product_estimate, unmeasured
+from tuner.stats.proportion import arm_attainment
 from tuner.stats.ratio_of_sums import (
     MIN_SIGN_FLIP_PAIRS,
     UNBOUNDED_LOG,
@@ -58,16 +69,21 @@ from tuner.stats.ratio_of_sums import (
 )
 from tuner.stats.sd_prediction import SdPrediction, drift_factors, excess_kurtosis, predict_sd
 from tuner.stats.sequential import boundary_crossing, holm, obf_boundaries, obf_constant, sequential_p_value
+from tuner.stats.stall_rate import RateDifference, StallRule, paired_rate_difference, stall_flags
 
 __all__ = [
     "GUARD_MARGIN",
     "LEAST_ROUNDS",
     "MIN_SIGN_FLIP_PAIRS",
+    "PRODUCT",
     "UNBOUNDED_LOG",
     "AttainmentDifference",
     "BodyComparison",
     "Capacity",
     "CapacityEstimate",
+    "Collection",
+    "CollectorBlock",
+    "CollectorEstimate",
     "Crossing",
     "Forecast",
     "Guard",
@@ -75,40 +91,52 @@ __all__ = [
     "LevelResult",
     "PairedCounts",
     "Probe",
+    "ProcessBlock",
+    "RateDifference",
     "RatioEstimate",
     "SdPrediction",
+    "StallRule",
     "Statistic",
     "Verdict",
     "WholeGuard",
+    "arm_attainment",
     "attainment_difference",
+    "block_pairs",
     "body_comparison",
     "boundary_crossing",
     "call_verdict",
     "capacity_ratio",
+    "collector_estimate",
     "crossing",
     "detection_power",
     "drift_factors",
     "excess_kurtosis",
     "false_positive_rate",
     "holm",
+    "in_orientation",
     "least_pairs",
     "mde",
     "mirrored_order",
     "obf_boundaries",
     "obf_constant",
     "paired_attainment",
+    "paired_rate_difference",
     "paired_ratio",
     "paired_ratio_of_sums",
     "pairs_needed",
     "percentiles",
     "predict_sd",
+    "product_estimate",
     "ratio_of_sums_estimates",
     "reached_precision",
     "resolvable",
     "rounds_needed",
     "running_caps",
+    "schedule",
     "sequential_p_value",
     "split_at_caps",
+    "stall_flags",
+    "unmeasured",
     "unpaired_ratio",
     "within_margin",
 ]

@@ -15,7 +15,12 @@ The package face lists what the command line and the other wings use.
 """
 
 from tuner.sweep.run import run_sweep
-from tuner.sweep.summary import summarize_study
+from tuner.sweep.summary import summarize_shared_study, summarize_study
 from tuner.sweep.worker import run_worker
 
-__all__ = ["run_sweep", "run_worker", "summarize_study"]
+__all__ = [
+    "run_sweep",
+    "run_worker",
+    "summarize_shared_study",
+    "summarize_study",
+]

@@ -25,11 +25,10 @@ from typing import Any
 import optuna
 from scipy import stats as _st
 
-from tuner.config.search import Pairs, Search
+from tuner.config import Pairs, Search
 from tuner.feedback import SILENT, Feedback
-from tuner.measure.pairs import Pair, guard_estimate, pairs_estimate
-from tuner.metrics.table import STEP_LEVEL_METRICS, quantity
-from tuner.records.loader import TrialState
+from tuner.metrics import STEP_LEVEL_METRICS, Pair, guard_estimate, pairs_estimate, quantity
+from tuner.records import TrialState
 from tuner.stats import GUARD_MARGIN, MIN_SIGN_FLIP_PAIRS, RatioEstimate, obf_boundaries
 from tuner.sweep.checks import Check, non_inferiority
 from tuner.sweep.decisions import Decision, confirm

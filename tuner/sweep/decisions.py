@@ -29,8 +29,7 @@ from typing import Any
 
 from scipy import stats as _st
 
-from tuner.stats import UNBOUNDED_LOG, RatioEstimate, holm, obf_boundaries, sequential_p_value
-from tuner.stats.product import PRODUCT
+from tuner.stats import PRODUCT, UNBOUNDED_LOG, RatioEstimate, holm, obf_boundaries, sequential_p_value
 from tuner.sweep.checks import Check
 from tuner.sweep.plans import CandidatePlan, ConfirmationPlan
 from tuner.sweep.screening import ScreeningResult, gain_bounds

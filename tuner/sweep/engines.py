@@ -9,10 +9,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tuner.config import Experiment
-from tuner.config.start import StartConfig
-from tuner.engine.session import EngineError, EngineSession
-from tuner.measure.workbench import Workbench
+from tuner.config import Experiment, StartConfig
+from tuner.engine import EngineError, EngineSession
+from tuner.measure import Workbench
 from tuner.plugin.protocol import StrategySet, encode_spec
 
 BASELINE_START = StartConfig()

@@ -8,23 +8,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tuner.config import Experiment
-from tuner.config.search import Pairs, Search
-from tuner.config.start import StartConfig
+from tuner.config import Experiment, Pairs, Search, StartConfig
 from tuner.errors import UserError
 from tuner.feedback import Feedback, Task
-from tuner.measure.collector import collector_blocks, renumbered
-from tuner.measure.gc_pacing import COLLECTOR_BLOCK_STEPS, collector_part, pacing_comparison
-from tuner.measure.grain import Grain, grain_for
-from tuner.measure.interleave import InterleaveResult, interleaved_comparison, step_pairs
-from tuner.measure.pairing import Arms, Restarts, left_out_of_steps, paired_runs, step_interleavable
-from tuner.measure.pairs import Pair, pairs_estimate, run_pair
-from tuner.measure.workbench import Workbench
+from tuner.measure import (
+    COLLECTOR_BLOCK_STEPS,
+    Arms,
+    Grain,
+    InterleaveResult,
+    Restarts,
+    Workbench,
+    collector_blocks,
+    collector_part,
+    grain_for,
+    interleaved_comparison,
+    left_out_of_steps,
+    pacing_comparison,
+    paired_runs,
+    renumbered,
+    step_interleavable,
+    step_pairs,
+)
+from tuner.metrics import Pair, pairs_estimate, run_pair
 from tuner.plugin.protocol import StrategySet
-from tuner.records.calibration import Calibration
-from tuner.stats import RatioEstimate
-from tuner.stats.collector import CollectorBlock
-from tuner.stats.product import in_orientation, product_estimate
+from tuner.records import Calibration
+from tuner.stats import CollectorBlock, RatioEstimate, in_orientation, product_estimate
 from tuner.sweep.engines import Engines
 from tuner.sweep.plans import Candidate
 

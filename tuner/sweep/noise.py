@@ -19,12 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tuner.config.search import Search
-from tuner.config.start import StartConfig
-from tuner.measure.gc_pacing import PILOT_SHARE, SKIP_BELOW, split_share
-from tuner.measure.grain import Grain
-from tuner.measure.pairs import pairs_estimate, run_pair
-from tuner.records.calibration import Calibration
+from tuner.config import Search, StartConfig
+from tuner.measure import PILOT_SHARE, SKIP_BELOW, Grain, split_share
+from tuner.metrics import pairs_estimate, run_pair
+from tuner.records import Calibration
 from tuner.sweep.confirmation import design_for, restart_pairs_line
 from tuner.sweep.plans import Candidate, plan_candidate
 from tuner.sweep.power import GroupPower, Noise, group_powers

@@ -9,9 +9,8 @@ from optuna import Study
 from tuner.config import Experiment
 from tuner.errors import StudyIncomplete
 from tuner.feedback import SILENT, Feedback, TableData
-from tuner.records.calibration import cost_line
-from tuner.records.loader import SweepSummary, TrialRow
-from tuner.report.describe import describe_engine, describe_strategies, fmt_ratio, measured_by, verdict_words
+from tuner.records import SweepSummary, TrialRow, cost_line
+from tuner.report import describe_engine, describe_strategies, fmt_ratio, measured_by, verdict_words
 from tuner.sweep import study_attrs
 from tuner.sweep.confirmation import run_confirmation
 from tuner.sweep.study import default_storage, enqueue_missing, open_study

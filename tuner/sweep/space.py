@@ -6,8 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tuner.config.search import RESTART_HEADS, Range, Scalar, split_key
-from tuner.config.start import StartConfig
+from tuner.config import RESTART_HEADS, Range, Scalar, StartConfig, split_key
 
 
 def config_from_params(params: dict[str, Any]) -> StartConfig:

@@ -16,9 +16,7 @@ from typing import Any
 import optuna
 import sqlalchemy.exc
 
-from tuner.config import Experiment
-from tuner.config.search import RESTART_HEADS, Search, split_key
-from tuner.config.start import StartConfig
+from tuner.config import RESTART_HEADS, Experiment, Search, StartConfig, split_key
 from tuner.errors import UserError
 from tuner.sweep.space import baseline_params, config_from_params, grid, suggest
 from tuner.sweep.trial_attrs import TrialAttrs, read, state

@@ -11,7 +11,7 @@ from typing import Any, TypedDict, cast
 
 import optuna
 
-from tuner.traffic.workload_record import WorkloadRecord
+from tuner.traffic import WorkloadRecord
 
 
 class StudyAttrs(TypedDict, total=False):

@@ -13,11 +13,10 @@ from typing import Any, Protocol
 
 import optuna
 
-from tuner.config import Experiment
-from tuner.config.search import Search
+from tuner.config import Experiment, Search
 from tuner.errors import UserError
 from tuner.plugin.protocol import encode_spec
-from tuner.records.loader import SWEEP_SCHEMA, SweepSummary, TrialRow, TrialState, Winner
+from tuner.records import SWEEP_SCHEMA, SweepSummary, TrialRow, TrialState, Winner
 from tuner.sweep import study_attrs
 from tuner.sweep.confirmation import (
     pending,
@@ -25,9 +24,7 @@ from tuner.sweep.confirmation import (
 )
 from tuner.sweep.study import make_storage, require_search
 from tuner.sweep.trial_attrs import read, state
-from tuner.vllm.arguments import cli_flags
-from tuner.vllm.environment import environment_record
-from tuner.vllm.imports import env_text
+from tuner.vllm import cli_flags, env_text, environment_record
 
 
 class EngineTimings(Protocol):
@@ -221,7 +218,7 @@ def write_outputs(summary: SweepSummary, out_dir: Path) -> list[Path]:
     ``no-confirmed-winner.txt`` says so (and any older winner files are removed). Atomic writes."""
     import yaml
 
-    from tuner.records.files import write_json, write_text
+    from tuner.records import write_json, write_text
 
     best = summary["winner"]
     written = [write_json(out_dir / "summary.json", summary)]

@@ -15,8 +15,7 @@ from typing import cast
 
 import optuna
 
-from tuner.records.loader import TrialFields, TrialState
-from tuner.records.upgrade import TRIAL_FIELD_DEFAULTS
+from tuner.records import TRIAL_FIELD_DEFAULTS, TrialFields, TrialState
 
 INTERRUPTED_FAILURE = "interrupted"  # the failure recorded on a trial stopped by Ctrl-C or SIGTERM
 

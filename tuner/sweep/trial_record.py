@@ -12,12 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tuner.config.search import Search
-from tuner.config.start import StartConfig
-from tuner.measure.interleave import step_estimate
-from tuner.measure.pairing import Arms
-from tuner.metrics.table import STEP_LEVEL_METRICS, quantity
-from tuner.metrics.tail_attribution import tail_record
+from tuner.config import Search, StartConfig
+from tuner.measure import Arms, step_estimate
+from tuner.metrics import STEP_LEVEL_METRICS, quantity, tail_record
 from tuner.stats import RatioEstimate
 from tuner.sweep.checks import slo
 from tuner.sweep.measuring import Measured

@@ -20,12 +20,10 @@ from typing import Any
 
 import optuna
 
-from tuner.config import Experiment
-from tuner.config.search import RESTART_HEADS, split_key
-from tuner.config.start import StartConfig
+from tuner.config import RESTART_HEADS, Experiment, StartConfig, split_key
 from tuner.feedback import SILENT, Feedback, Task, task
-from tuner.measure.workbench import Workbench
-from tuner.records.calibration import calibration_path, load_calibration
+from tuner.measure import Workbench
+from tuner.records import calibration_path, load_calibration
 from tuner.sweep import study_attrs
 from tuner.sweep.engines import Engines, Watchdog
 from tuner.sweep.measuring import Measured, Measurer

@@ -79,17 +79,8 @@ def inspect_file(
 def inspected(
     path: Path, fmt: Format | None, *, tokenizer_model: str | None = None, skip_bad: bool = False
 ) -> tuple[WorkloadRecord, Path, str]:
-    """What ``tuner workload inspect PATH`` reports: the record of an experiment file's workload (exactly the
-    requests it replays) or of a dataset file (``fmt``, else guessed), where its files go by default, and its title."""
-    if path.suffix.lower() in {".yaml", ".yml"}:
-        from tuner.config import load_experiment
-        from tuner.traffic.workload import dataset_plan
-
-        experiment = load_experiment(path)
-        if experiment.workload.dataset is None:
-            raise UserError.single(str(path), "no workload.dataset: its requests are synthetic", "workload")
-        _, _, record = dataset_plan(experiment)
-        return record, experiment.output_dir / experiment.name / "workload", experiment.name
+    """What ``tuner workload inspect FILE`` reports of a dataset file (``fmt``, else guessed): its record, where its
+    files go by default, and its title. An experiment file's workload is :func:`tuner.measure.experiment_workload`."""
     fmt = fmt or guess_format(path)
     if fmt is None:
         raise UserError.single(str(path), "cannot tell its format from its name or first line: give --format")

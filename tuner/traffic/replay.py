@@ -25,7 +25,7 @@ from tuner.traffic.selection import MAX_REPORTED, Counts, Selection
 from tuner.traffic.shape import ShapeBuilder, WorkloadShape
 from tuner.traffic.tokens import HashBlocks, load_tokenizer, tokenize
 from tuner.traffic.workload_record import DatasetRecord
-from tuner.vllm.arguments import BUILTIN_DIR, BUILTIN_PREFIX
+from tuner.vllm import BUILTIN_DIR, BUILTIN_PREFIX
 
 MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
 

@@ -4,7 +4,7 @@ Two vLLM installs (two Python interpreters) run the same experiment, one engine 
 order (AB BA AB ..., :func:`tuner.stats.mirrored_order`): start pair i runs both arms back to back, so host drift
 and the residue one engine leaves for the next hit both arms alike. The unit of pairing is the start pair: each
 start's repetitions are summed (tokens and wall seconds), and the ratio B/A is estimated exactly as the sweep's
-run level does it (:func:`tuner.measure.pairs.run_pair`, :func:`tuner.measure.pairs.pairs_estimate`: a ratio of
+run level does it (:func:`tuner.metrics.pairs.run_pair`, :func:`tuner.metrics.pairs.pairs_estimate`: a ratio of
 sums for throughput, its bootstrap CI and sign-flip test) over the start pairs. Pairing single repetitions across
 starts instead would be wrong: the repetitions of one start share that start's conditions (the host's load in
 those seconds, the engine instance), which moved throughput by 23% between two starts of the same install here,
@@ -27,9 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tuner.measure.pairs import Pair, pairs_estimate, run_pair
-from tuner.metrics.table import HIGHER_IS_BETTER
-from tuner.metrics.timings import flat_metrics
+from tuner.metrics import HIGHER_IS_BETTER, Pair, flat_metrics, pairs_estimate, run_pair
 from tuner.stats import MIN_SIGN_FLIP_PAIRS, RatioEstimate, mde, mirrored_order, pairs_needed
 
 Arm = Literal["A", "B"]

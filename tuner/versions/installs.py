@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.engine.session import EngineError
+from tuner.engine import EngineError
 from tuner.errors import UserError
 
 # Runs inside the install: finds vLLM and the tuner without importing vLLM (seconds, and no engine).

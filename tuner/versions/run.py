@@ -14,8 +14,8 @@ from typing import Any
 
 from tuner.config import Experiment
 from tuner.feedback import SILENT, Feedback, TableData, task
-from tuner.records.files import new_run_dir, write_json
-from tuner.report.describe import fmt_ci
+from tuner.records import new_run_dir, write_json
+from tuner.report import fmt_ci
 from tuner.versions.compare import (
     MIN_STARTS,
     Bisection,

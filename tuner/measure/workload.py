@@ -9,22 +9,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import cast
 
 import numpy as np
 
-from tuner.config import Experiment, FixedLen, LengthDist, NormalLen, UniformLen, Workload, context_limit
-from tuner.traffic.replay import (
+from tuner.config import (
+    Experiment,
+    FixedLen,
+    LengthDist,
+    NormalLen,
+    UniformLen,
+    Workload,
+    context_limit,
+    load_experiment,
+)
+from tuner.errors import UserError
+from tuner.traffic import (
+    FIRST_ORDINARY_TOKEN,
     DatasetRequests,
+    RequestSpec,
+    ShapeBuilder,
+    WorkloadRecord,
     dataset_shape,
     engine_requests,
     read_dataset,
     trace_offsets,
 )
-from tuner.traffic.requests import RequestSpec
-from tuner.traffic.shape import ShapeBuilder
-from tuner.traffic.tokens import FIRST_ORDINARY_TOKEN
-from tuner.traffic.workload_record import WorkloadRecord
 
 
 @dataclass(frozen=True)
@@ -153,3 +164,13 @@ def _timed(dataset: DatasetRequests, experiment: Experiment) -> tuple[list[float
         "shape": shape,
     }
     return offsets, record
+
+
+def experiment_workload(path: Path) -> tuple[WorkloadRecord, Path, str]:
+    """What ``tuner workload inspect EXPERIMENT`` reports: the record of exactly the requests the experiment's
+    ``workload.dataset`` replays, where its files go by default, and its title."""
+    experiment = load_experiment(path)
+    if experiment.workload.dataset is None:
+        raise UserError.single(str(path), "no workload.dataset: its requests are synthetic", "workload")
+    _, _, record = dataset_plan(experiment)
+    return record, experiment.output_dir / experiment.name / "workload", experiment.name
