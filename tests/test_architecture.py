@@ -325,6 +325,41 @@ def test_each_record_schema_has_one_owner() -> None:
     assert len(owners) >= 3 and all(len(modules) == 1 for modules in owners.values()), owners
 
 
+def untyped_record_fields(modules: dict[str, Path]) -> list[str]:
+    """Every field of a TypedDict class whose type is, or holds, ``dict[str, Any]`` or ``Any``: a key a reader
+    would index unchecked."""
+    loose = []
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef) or not any(
+                ast.unparse(base) in ("TypedDict", *TYPED_RECORDS) or "TypedDict" in ast.unparse(base)
+                for base in node.bases
+            ):
+                continue
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and re.search(r"\bAny\b", ast.unparse(item.annotation)):
+                    loose.append(f"{name}.{node.name}.{ast.unparse(item.target)}: {ast.unparse(item.annotation)}")
+    return loose
+
+
+TYPED_RECORDS = ("RatioRecord", "StepComparisonRecord", "PlanRecord", "TrialFields", "_ProcessReportBase")
+"""Record types other records extend (a subclass of one is a TypedDict too)."""
+
+
+def test_every_record_field_is_typed_to_its_last_key() -> None:
+    """What is on disk is typed at every level (``docs/records.md``): no field of a record type in
+    ``tuner/records/`` is ``Any`` or holds it; open JSON (vLLM's engine arguments, Optuna's parameters) is a
+    :data:`tuner.records.JsonObject`."""
+    records = {n: p for n, p in _modules().items() if _in(n, "tuner.records")}
+    assert untyped_record_fields(records) == []
+
+
+def test_the_record_check_finds_an_untyped_field(tmp_path: Path) -> None:
+    module = tmp_path / "probe.py"
+    module.write_text("class R(TypedDict):\n    ok: dict[str, float]\n    loose: dict[str, Any] | None\n")
+    assert untyped_record_fields({"probe": module}) == ["probe.R.loose: dict[str, Any] | None"]
+
+
 def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
     seen, todo = set(), [start]
     while todo:

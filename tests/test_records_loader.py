@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tuner.errors import UserError
+from tuner.records import ConfirmationRecord, DecisionRecord
 from tuner.records.loader import EngineRecord, Repetition, RunRecord, SweepSummary, TrialRow, Winner, load
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -65,15 +66,14 @@ def test_a_bare_summary_reads_as_one_with_nothing_in_it(tmp_path: Path) -> None:
     )
     summary = load(path).sweep
     assert fields(SweepSummary) - {"aa"} <= set(summary)
-    assert summary["objectives"] == [{"metric": "output_tokens_per_s", "direction": ""}]
+    assert summary["objectives"] == [{"metric": "output_tokens_per_s", "direction": "maximize"}]
     (trial,) = summary["trials"]
     assert fields(TrialRow) <= set(trial) and trial["repetitions"] == [] and trial["pairs"] == 0
-    assert summary["confirmation"] == {
-        "decision": {"rows": [], "reason": "none"},
-        "plan": [],
-        "notes": [],
-        "mde_note": None,
-    }
+    confirmation = summary["confirmation"]
+    assert confirmation is not None and fields(ConfirmationRecord) == set(confirmation)
+    assert fields(DecisionRecord) == set(confirmation["decision"]) and confirmation["decision"]["reason"] == "none"
+    assert confirmation["plan"] == [] and confirmation["mde_spent"] == {}  # an older one-object plan names no candidate
+    assert summary["power"] == {"before_screening": None, "before_confirmation": None}
 
 
 def test_an_objective_without_a_metric_is_refused(tmp_path: Path) -> None:

@@ -625,6 +625,7 @@ def test_a_restart_pair_trial_names_its_variables_and_counts_start_pairs() -> No
         "ratios": {}, "anchored": {}, "pairs": 6, "feasible": True, "verdict": None,
     }  # fmt: skip
     assert trial_label(row).endswith("max_num_seqs=32, VLLM_USE_FASTOKENS=True")
-    table = trials_table({"experiment": "x", "objectives": [{"metric": "output_tokens_per_s"}], "trials": [row]})  # type: ignore[typeddict-item]
+    summary = {"experiment": "x", "config": {}, "objectives": [{"metric": "output_tokens_per_s"}], "trials": [row]}
+    table = trials_table(summary)  # type: ignore[arg-type]
     cells = dict(zip(table.columns, table.rows[0], strict=True))
     assert cells["engine"] == "max_num_seqs=32, VLLM_USE_FASTOKENS=True" and cells["pairs"] == "6 starts"

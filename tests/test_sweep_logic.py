@@ -117,6 +117,7 @@ def row(number: int, verdict: str | None, feasible: bool, ratio: float, baseline
         "ratios": {} if baseline else {"output_tokens_per_s": est},
         "strategies": {"gc_freeze": {}},
         "engine": {},
+        "env": None,
     }
 
 
@@ -162,10 +163,13 @@ def test_only_a_confirmed_trial_wins_and_its_effect_is_the_confirmation_estimate
         "winner": 2,
         "reason": "trial 2 confirmed",
         "rows": [{"trial": 1, "confirmation": {"ratio": 1.0}}, {"trial": 2, "confirmation": effect}],
+        "repeated_ci": [1.01, None],
     }
     chosen = winner(rows, {"decision": decision})
     assert chosen["trial"] == 2 and chosen["confirmed"] and chosen["effect"] == effect
-    nothing = winner(rows, {"decision": {"winner": None, "reason": "no confirmed winner among 2 candidate(s)"}})
+    assert chosen["repeated_ci"] == [1.01, None]
+    no_winner = {"winner": None, "reason": "no confirmed winner among 2 candidate(s)", "rows": [], "repeated_ci": None}
+    nothing = winner(rows, {"decision": no_winner})
     assert nothing["trial"] is None and nothing["strategies"] == {} and not nothing["confirmed"]
 
 
@@ -291,7 +295,7 @@ def test_a_trial_record_is_made_in_one_call_from_its_configuration_and_arms(tmp_
     assert (
         throughput["verdict"] == "not_significant" and throughput["source"] == "steps" and throughput["ratio"] is None
     )
-    assert "source" not in stepped["ratios"]["itl_p99_ms"] and stepped["step_interleave"]["estimate"] is None
+    assert stepped["ratios"]["itl_p99_ms"]["source"] == "runs" and stepped["step_interleave"]["estimate"] is None
     assert baseline["metrics"]["output_tokens_per_s"] == pytest.approx(100)
 
 
@@ -373,6 +377,8 @@ def test_the_trials_table_shows_a_step_comparison_that_estimated_nothing() -> No
         "ratios": {"output_tokens_per_s": {"ratio": None, "ci_low": None, "ci_high": None, "verdict": "inconclusive",
                                            "source": "steps"}},
     }  # fmt: skip
-    summary = cast(Any, {"experiment": "x", "objectives": [{"metric": "output_tokens_per_s"}], "trials": [row]})
+    summary = cast(
+        Any, {"experiment": "x", "config": {}, "objectives": [{"metric": "output_tokens_per_s"}], "trials": [row]}
+    )
     table = trials_table(summary)
     assert table.rows[0][table.columns.index("p")] == "-"

@@ -18,6 +18,7 @@ from tuner.cli.main import app
 from tuner.config import load_experiment
 from tuner.errors import UserError
 from tuner.measure.workload import dataset_plan
+from tuner.records import upgrade_workload
 from tuner.report.workload_section import clip_line
 from tuner.traffic.dataset import Dataset, Format
 from tuner.traffic.formats import READERS, sharegpt
@@ -314,8 +315,10 @@ def test_the_workload_section_says_how_many_outputs_were_clipped_too() -> None:
     record = dataset_record(spec, Counts(), 0, "", requests=3, clipped=counted)
     assert (record["clipped"], record["output_clipped"]) == (2, 1)
     assert clip_line(record) == "2 clipped to max_model_len (prompt first; 1 of them also lost output tokens)"
-    del record["output_clipped"]  # a record written before outputs were counted apart
-    assert clip_line(record) == "2 clipped to max_model_len (prompt first)"
+    older: dict[str, Any] = {"dataset": {**record}}
+    del older["dataset"]["output_clipped"]  # a record written before outputs were counted apart
+    upgrade_workload(older)
+    assert clip_line(older["dataset"]) == "2 clipped to max_model_len (prompt first)"
 
 
 # ------------------------------------------------------------------------------------ shape and the record

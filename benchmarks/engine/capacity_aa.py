@@ -62,18 +62,19 @@ def experiment(seed: int, out: Path, budget_s: float, mode: str) -> Experiment:
 def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
     began = time.perf_counter()
     _, record = capacity_on(bench, exp, StartConfig(strategies=ARMS[kind]))
-    estimate = record["estimate"] or {}
-    low, high = estimate.get("ci_low"), estimate.get("ci_high")
+    estimate = record["estimate"]
+    low, high = (estimate["ci_low"], estimate["ci_high"]) if estimate else (None, None)
+    arms = (estimate["capacity_a"], estimate["capacity_b"]) if estimate else ()
     row = {
         "kind": kind,
         "mode": exp.mode,
         "seed": exp.workload.seed,
-        "ratio": estimate.get("ratio"),
+        "ratio": estimate["ratio"] if estimate else None,
         "ci": [low, high],
         "covers_1": (low is None or low <= 1) and (high is None or high >= 1),
         "below_1": high is not None and high < 1,
-        "capacity": [estimate.get("capacity_a", {}).get("load"), estimate.get("capacity_b", {}).get("load")],
-        "bounds": [estimate.get("capacity_a", {}).get("bound"), estimate.get("capacity_b", {}).get("bound")],
+        "capacity": [arm["load"] for arm in arms],
+        "bounds": [arm["bound"] for arm in arms],
         "loads": len(record["levels"]),
         "spent_s": round(record["search"]["spent_s"], 1),
         "stop": record["search"]["stop"],

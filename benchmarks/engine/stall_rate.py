@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,7 @@ def engine(aa: int, ab: int, budget: float, stall_ms: float, every: int, sensiti
     the quickstart's CPU engine."""
     experiment = load_experiment(ROOT / "experiments" / "quickstart.yaml")
     bench = Workbench.start(experiment, encode_spec({}, [YARDSTICK]))
-    rows: dict[str, list[dict[str, Any]]] = {"aa": [], "aa_sensitive": [], "injected": []}
+    rows: dict[str, list[Mapping[str, Any]]] = {"aa": [], "aa_sensitive": [], "injected": []}
     try:
         for i in range(aa + ab):
             injected = i >= aa
@@ -121,7 +122,7 @@ def engine(aa: int, ab: int, budget: float, stall_ms: float, every: int, sensiti
                 sys.exit(f"comparison {i} had no comparable batch size")
             row = result.stalls.to_dict()
             if injected:
-                rows["injected"].append(row | {"covers_known": _covers(result.stalls, 1 / every)})
+                rows["injected"].append({**row, "covers_known": _covers(result.stalls, 1 / every)})
             else:
                 rows["aa"].append(row)
                 rows["aa_sensitive"].append(compare_stalls(result.compared, sensitive, seed=100 + i).to_dict())
@@ -129,7 +130,7 @@ def engine(aa: int, ab: int, budget: float, stall_ms: float, every: int, sensiti
     finally:
         bench.session.close()
 
-    def flagged(comparisons: list[dict[str, Any]]) -> dict[str, Any]:
+    def flagged(comparisons: list[Mapping[str, Any]]) -> dict[str, Any]:
         hits = sum(bool((c["difference"] or {}).get("flagged")) for c in comparisons)
         return _share(hits, len(comparisons)) | {"comparisons": comparisons}
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
-from typing import Any
 
 from tuner.capacity.load import at_load, current_load
 from tuner.capacity.search import LoadSearch
@@ -26,6 +25,7 @@ from tuner.metrics import host_record
 from tuner.plugin.protocol import encode_spec
 from tuner.records import ARMS, CAPACITY_SCHEMA, CapacityRecord, SearchRecord, capacity_path, save_capacity
 from tuner.report import write_capacity_report
+from tuner.traffic import WorkloadRecord
 from tuner.vllm import versions
 
 
@@ -65,7 +65,7 @@ def capacity_on(
     arms = {"reference": {}, "configuration": configuration.strategies}
     prepared = prepare(experiment, bench.session.vocab_size())  # read and built once, re-timed at every load
     first = Workbench(bench.session, at_load(experiment, knob, start), prepared)  # the start load's send times
-    record = _new_record(experiment, configuration, against, knob, settings, start, dict(first.workload))
+    record = _new_record(experiment, configuration, against, knob, settings, start, first.workload)
     search = LoadSearch(bench, experiment, knob, settings, arms, record, path, feedback)
     search.prepared(experiment.workload.seed, prepared)
     try:
@@ -111,7 +111,7 @@ def _new_record(
     knob: LoadKnob,
     settings: CapacitySearch,
     start: float,
-    workload: dict[str, Any],
+    workload: WorkloadRecord,
 ) -> CapacityRecord:
     search: SearchRecord = {
         "knob": knob.value,

@@ -148,7 +148,7 @@ def _merge_level(record: CapacityRecord, levels: tuple[LevelResult, ...], measur
             "rounds": 0,
             "requests": measured.requests,
             "attainment": {},
-            "difference": {},
+            "difference": None,
             "runs": {arm: [] for arm in ARMS},
         }
         record["levels"].append(entry)

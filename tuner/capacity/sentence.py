@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from tuner.config import LoadKnob
+from tuner.stats import CapacityEstimateRecord
 
 _WHAT = {
     LoadKnob.SPEED: ("more", "less", "traffic (replay speed)"),
@@ -32,7 +31,7 @@ def _shares(low: float | None, high: float | None) -> str:
 
 
 def capacity_sentence(
-    estimate: dict[str, Any] | None, knob: LoadKnob, slo: dict[str, float | None], target: float
+    estimate: CapacityEstimateRecord | None, knob: LoadKnob, slo: dict[str, float | None], target: float
 ) -> str:
     """What the estimate says, in words that match it: more or less load within a bounded interval or a one-sided
     bound, not shown to differ, not bracketed, or nothing yet."""
@@ -46,6 +45,7 @@ def capacity_sentence(
         censored = "; ".join(f"{arm} {where[c['bound']]}" for arm, c in arms if c["bound"] != "exact")
         return f"capacity not bracketed at {at}: {censored} (widen min_load/max_load or raise the budget)"
     ratio, low, high = estimate["ratio"], estimate["ci_low"], estimate["ci_high"]
+    assert ratio is not None, "two bracketed crossings give a ratio"
     loads = f"({a['load']:.4g} -> {b['load']:.4g} {knob.unit})"
     if not estimate["flagged"]:
         gain = _shares(None if low is None else low - 1, None if high is None else high - 1)
@@ -55,7 +55,9 @@ def capacity_sentence(
         )
     more = ratio > 1
     share = ratio - 1 if more else 1 - ratio
-    bounds = (low - 1, None if high is None else high - 1) if more else (1 - high, None if low is None else 1 - low)
+    near = low if more else high  # flagged: the interval excludes 1, so its side nearer 1 is bounded
+    assert near is not None
+    bounds = (near - 1, None if high is None else high - 1) if more else (1 - near, None if low is None else 1 - low)
     up, down, what = _WHAT[knob]
     return (
         f"the configuration serves {100 * share:.1f}% {_shares(*bounds)} {up if more else down} {what} "

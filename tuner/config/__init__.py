@@ -38,7 +38,7 @@ from tuner.config.models import (
     UniformLen,
     Workload,
 )
-from tuner.config.search import RESTART_HEADS, Objective, Pairs, Range, Scalar, Search, split_key
+from tuner.config.search import RESTART_HEADS, Constraint, Objective, Pairs, Range, Scalar, Search, split_key
 from tuner.config.start import StartConfig
 from tuner.config.yaml_source import read_yaml, validation_problems
 from tuner.errors import UserError
@@ -74,6 +74,7 @@ def load_experiment(path: Path | str) -> Experiment:
 __all__ = [
     "RESTART_HEADS",
     "CapacitySearch",
+    "Constraint",
     "Experiment",
     "FixedLen",
     "LengthDist",

@@ -30,13 +30,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tuner.measure.collector import collector_blocks, renumbered
 from tuner.measure.interleave import InterleaveResult, interleaved_comparison
 from tuner.measure.step_sums import compared_steps, log_ratio_variance
 from tuner.measure.workbench import Workbench
 from tuner.plugin.protocol import StrategySet
+from tuner.records import GcPacingRecord
 from tuner.stats import (
     CollectorBlock,
     CollectorEstimate,
@@ -101,7 +101,7 @@ class PacingComparison:
             f"{self.collector.shares['A']:.2%} and {self.collector.shares['B']:.2%} of the mutator's time)"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GcPacingRecord:
         return {
             "estimate": self.estimate.to_dict() if self.estimate else None,
             "mutator": self.mutator.estimate.to_dict() if self.mutator.estimate else None,

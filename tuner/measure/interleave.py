@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from tuner.measure.stalls import CompareStep, StallComparison, compare_stalls
 from tuner.measure.step_sums import (
@@ -62,6 +62,7 @@ from tuner.plugin.protocol import (
     StrategySet,
     interleave_start,
 )
+from tuner.records import StepComparisonRecord
 from tuner.stats import GUARD_MARGIN, RatioEstimate, Verdict, WholeGuard, paired_ratio_of_sums, reached_precision
 
 Estimand = Literal["body", "mean"]
@@ -124,7 +125,7 @@ class InterleaveResult:
             return "not_significant"
         return verdict
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StepComparisonRecord:
         return {
             "estimate": self.estimate.to_dict() if self.estimate else None,
             "estimand": self.estimand,

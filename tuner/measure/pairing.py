@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.config import Objective, Pairs, StartConfig
+from tuner.measure.interleave import InterleaveResult
 from tuner.measure.workbench import Workbench
-from tuner.metrics import HIGHER_IS_BETTER, flat_metrics
+from tuner.metrics import HIGHER_IS_BETTER, Attribution, flat_metrics
+from tuner.plugin.protocol import ProcessReport
 from tuner.stats import RatioEstimate, mirrored_order, paired_ratio, paired_ratio_of_sums, reached_precision
 
 
@@ -32,15 +34,15 @@ class Arms:
     reference: list[dict[str, float]] = field(default_factory=list)
     trial: list[dict[str, float]] = field(default_factory=list)
     switch_s: list[float] = field(default_factory=list)
-    telemetry: list[dict[str, Any]] = field(default_factory=list)  # processes of the last trial-arm repetition
-    tails: dict[str, list[dict[str, Any] | None]] = field(default_factory=lambda: {"reference": [], "trial": []})
+    telemetry: list[ProcessReport] = field(default_factory=list)  # processes of the last trial-arm repetition
+    tails: dict[str, list[Attribution | None]] = field(default_factory=lambda: {"reference": [], "trial": []})
     """Each arm's tail-latency attributions (:func:`tuner.metrics.tail_attribution.attribute`), in pair order."""
     token_ids_match: bool = True
     start_s: dict[str, list[float]] = field(default_factory=lambda: {"reference": [], "trial": []})
     """Restart pairs only: each arm's engine starts, in pair order."""
     stop_s: dict[str, list[float]] = field(default_factory=lambda: {"reference": [], "trial": []})
     """Restart pairs only: each arm's engine stops (until none of its processes is left), in pair order."""
-    step_result: Any = None  # an InterleaveResult when the verdict came from in-engine step interleaving
+    step_result: InterleaveResult | None = None  # when the verdict came from in-engine step interleaving
 
     def values(self, metric: str, arm: str) -> list[float]:
         return [m[metric] for m in getattr(self, arm)]

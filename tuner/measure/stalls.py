@@ -10,10 +10,10 @@ own process (``mp``) reports no per-step GC, so a stall there is not attributed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from tuner.plugin.protocol import Arm
+from tuner.records import StallsRecord
 from tuner.stats import RateDifference, StallRule, paired_rate_difference, stall_flags
 
 
@@ -38,10 +38,25 @@ class StallComparison:
     b: ArmStalls
     difference: RateDifference | None  # B's stall rate minus A's (None below two pairs)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StallsRecord:
+        rule = self.rule
         return {
-            "rule": asdict(self.rule),
-            "arms": {arm: {**asdict(stalls), "rate": stalls.rate} for arm, stalls in (("A", self.a), ("B", self.b))},
+            "rule": {
+                "factor": rule.factor,
+                "floor_s": rule.floor_s,
+                "window": rule.window,
+                "min_history": rule.min_history,
+            },
+            "arms": {
+                arm: {
+                    "steps": stalls.steps,
+                    "stalls": stalls.stalls,
+                    "longest_s": stalls.longest_s,
+                    "longest_gc_s": stalls.longest_gc_s,
+                    "rate": stalls.rate,
+                }
+                for arm, stalls in (("A", self.a), ("B", self.b))
+            },
             "difference": self.difference.to_dict() if self.difference else None,
         }
 

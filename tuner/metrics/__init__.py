@@ -13,7 +13,15 @@ from tuner.metrics.table import (
     metric_unit,
     quantity,
 )
-from tuner.metrics.tail_attribution import attribute, pooled, tail_record
+from tuner.metrics.tail_attribution import (
+    Attribution,
+    PooledAttribution,
+    TailRecord,
+    Timeline,
+    attribute,
+    pooled,
+    tail_record,
+)
 from tuner.metrics.timings import RequestTiming, flat_metrics, met_each, summarize
 
 __all__ = [
@@ -21,9 +29,13 @@ __all__ = [
     "LATENCY_FAMILIES",
     "METRIC_NAMES",
     "STEP_LEVEL_METRICS",
+    "Attribution",
     "HostRecord",
     "Pair",
+    "PooledAttribution",
     "RequestTiming",
+    "TailRecord",
+    "Timeline",
     "attribute",
     "cpu_sample",
     "flat_metrics",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -20,6 +20,63 @@ from tuner.plugin.protocol import Intervals, ProcessReport, tag_generation, tag_
 
 TIMELINE_MARGIN_S = 0.25  # around the slowest token: a few dozen steps on a GPU, a few on this CPU
 TIMELINE_TOKENS = 20  # the slowest inter-token samples drawn in the window
+
+
+class HitRow(TypedDict):
+    """Inter-token samples overlapping one process's pauses of one kind, per tail (``all``, ``p99``, ``slo``)."""
+
+    source: str  # the process
+    what: str  # the kind of pause (or a long step)
+    hits: dict[str, int]
+
+
+class StepHitRow(TypedDict):
+    source: str
+    what: str
+    hits: int  # long steps overlapping those pauses
+
+
+class LongSteps(TypedDict):
+    threshold_ms: NotRequired[float | None]  # a repetition's p99 step time (pooled: absent)
+    count: int
+    rows: list[StepHitRow]
+
+
+class Timeline(TypedDict):
+    """One window around the slowest token, in seconds from its start."""
+
+    span_s: float
+    steps: list[list[float]]  # [start, end]
+    pauses: dict[str, list[list[float]]]  # per process: [start, end, tag]
+    tokens: list[list[float]]  # the slowest tokens: [start, end, request]
+
+
+class Attribution(TypedDict):
+    """One repetition's attribution (:func:`attribute`)."""
+
+    samples: dict[str, int]  # per tail
+    thresholds_ms: dict[str, float]
+    rows: list[HitRow]
+    long_steps: LongSteps
+    timeline: Timeline
+
+
+class PooledAttribution(TypedDict):
+    """Repetitions' attributions summed (:func:`pooled`)."""
+
+    repetitions: int
+    samples: dict[str, int]
+    thresholds_ms: dict[str, float]
+    rows: list[HitRow]
+    long_steps: LongSteps
+
+
+class TailRecord(TypedDict):
+    """What a sweep keeps of a trial's attributions (:func:`tail_record`)."""
+
+    reference: PooledAttribution | None
+    trial: PooledAttribution | None
+    timeline: Timeline | None
 
 
 def same_clock() -> bool:
@@ -76,7 +133,7 @@ def _pause_groups(process: ProcessReport) -> list[tuple[str, np.ndarray, np.ndar
 
 def attribute(
     timings: list[RequestTiming], processes: list[ProcessReport], slo_token_ms: float | None = None
-) -> dict[str, Any] | None:
+) -> Attribution | None:
     """The attribution of one repetition (None without a shared clock or inter-token samples)."""
     starts, ends, owners = itl_samples(timings)
     if not same_clock() or len(starts) == 0:
@@ -90,7 +147,7 @@ def attribute(
     tails = {"all": np.ones(len(itl_ms), dtype=bool)} | {
         k: itl_ms >= v if k == "p99" else itl_ms > v for k, v in thresholds.items()
     }
-    rows = []
+    rows: list[HitRow] = []
 
     def row(source: str, what: str, hit: np.ndarray) -> None:
         rows.append({"source": source, "what": what, "hits": {k: int((hit & t).sum()) for k, t in tails.items()}})
@@ -99,8 +156,11 @@ def attribute(
     step_start, step_end, _ = _intervals(step_record)
     step_ms = (step_end - step_start) * 1e3
     long_step = step_ms > np.percentile(step_ms, 99) if len(step_ms) else np.zeros(0, dtype=bool)
-    long_steps: dict[str, Any] = {"threshold_ms": float(np.percentile(step_ms, 99)) if len(step_ms) else None}
-    long_steps |= {"count": int(long_step.sum()), "rows": []}
+    long_steps: LongSteps = {
+        "threshold_ms": float(np.percentile(step_ms, 99)) if len(step_ms) else None,
+        "count": int(long_step.sum()),
+        "rows": [],
+    }
     for process in processes:
         for what, lo, hi in _pause_groups(process):
             row(process["process_name"], what, overlaps(starts, ends, lo, hi))
@@ -125,7 +185,7 @@ def _timeline(
     itl_ms: np.ndarray,
     processes: list[ProcessReport],
     steps: tuple[np.ndarray, np.ndarray],
-) -> dict[str, Any]:
+) -> Timeline:
     """One window around the slowest token: its steps, every process's pauses and its slowest tokens (seconds from
     the window's start)."""
     slowest = int(np.argmax(itl_ms))
@@ -152,7 +212,7 @@ def _timeline(
     }
 
 
-def pooled(attributions: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+def pooled(attributions: Sequence[Attribution | None]) -> PooledAttribution | None:
     """Repetitions' attributions summed: samples and hits per (source, what)."""
     found = [a for a in attributions if a is not None]
     if not found:
@@ -167,8 +227,9 @@ def pooled(attributions: Sequence[dict[str, Any] | None]) -> dict[str, Any] | No
             into = hits.setdefault((row["source"], row["what"]), {})
             for key, n in row["hits"].items():
                 into[key] = into.get(key, 0) + n
-        for row in one["long_steps"]["rows"]:
-            step_hits[row["source"], row["what"]] = step_hits.get((row["source"], row["what"]), 0) + row["hits"]
+        for step_row in one["long_steps"]["rows"]:
+            key2 = (step_row["source"], step_row["what"])
+            step_hits[key2] = step_hits.get(key2, 0) + step_row["hits"]
     return {
         "repetitions": len(found),
         "samples": samples,
@@ -181,7 +242,7 @@ def pooled(attributions: Sequence[dict[str, Any] | None]) -> dict[str, Any] | No
     }
 
 
-def tail_record(tails: Mapping[str, Sequence[dict[str, Any] | None]]) -> dict[str, Any]:
+def tail_record(tails: Mapping[str, Sequence[Attribution | None]]) -> TailRecord:
     """What a sweep keeps of a trial's attributions: each arm pooled, and the trial arm's last timeline."""
     trial = [t for t in tails.get("trial", []) if t]
     return {

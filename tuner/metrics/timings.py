@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -110,7 +111,7 @@ def replay_metrics(timings: list[RequestTiming], done: list[RequestTiming]) -> d
     return metrics
 
 
-def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
+def flat_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
     """The names objectives, constraints and reports use (:mod:`tuner.metrics.table`): ``ttft_ms.p99`` ->
     ``ttft_p99_ms``."""
     flat = {k: float(v) for k, v in summary.items() if isinstance(v, (int, float))}

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TypedDict, cast
 
 from tuner.metrics import HostRecord
 from tuner.records.files import read_schema_json, write_json
+from tuner.records.json_values import StrategyParams
 from tuner.records.upgrade import upgrade_capacity
+from tuner.stats import AttainmentDifferenceRecord, CapacityEstimateRecord
+from tuner.traffic import WorkloadRecord
 
 CAPACITY_SCHEMA = "tuner.capacity/1"
 
@@ -24,7 +27,7 @@ ARMS = ("reference", "configuration")
 class ArmRecord(TypedDict):
     """What one arm runs: vLLM as installed with the experiment's engine (the reference), or a configuration."""
 
-    strategies: dict[str, dict[str, Any]]
+    strategies: StrategyParams
 
 
 class LevelRecord(TypedDict):
@@ -35,7 +38,7 @@ class LevelRecord(TypedDict):
     rounds: int
     requests: int  # per arm and round
     attainment: dict[str, float]  # per arm ("reference", "configuration"): pooled over rounds
-    difference: dict[str, Any] | None  # AttainmentDifference.to_dict(), configuration - reference; None at 1 round
+    difference: AttainmentDifferenceRecord | None  # configuration - reference; None at 1 round
     runs: dict[str, list[dict[str, float]]]  # per arm, per round: attainment, wall_s, host_busy, tree_cpus, position
 
 
@@ -70,9 +73,9 @@ class CapacityRecord(TypedDict):
     against: str | None  # the file the configuration came from (a sweep's winner.yaml), if any
     search: SearchRecord
     levels: list[LevelRecord]
-    estimate: dict[str, Any] | None  # tuner.stats.capacity.CapacityEstimate.to_dict(), None before two levels
+    estimate: CapacityEstimateRecord | None  # None before two levels
     summary: str  # the sentence the report and the CLI print (with the host's note, where it has one)
-    workload: dict[str, Any]  # the workload record at the start load
+    workload: WorkloadRecord  # the workload record at the start load
     host: HostRecord | None  # the host's load over the runs (None: a search from before 2026-11-29)
 
 

@@ -20,9 +20,22 @@ from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from tuner.errors import UserError
+from tuner.metrics import Attribution, TailRecord
 from tuner.plugin.protocol import ProcessReport
+from tuner.records.json_values import JsonObject, StrategyParams
+from tuner.records.sections import (
+    AaRecord,
+    ConfirmationRecord,
+    ConstraintRecord,
+    GcPacingRecord,
+    PowerRecord,
+    StoredRatio,
+    TrialStepRecord,
+)
 from tuner.records.upgrade import upgrade_run, upgrade_summary
+from tuner.stats import RatioRecord
 from tuner.traffic import WorkloadRecord
+from tuner.vllm import EnvironmentRecord
 
 RUN_SCHEMA = "tuner.run/1"
 SWEEP_SCHEMA = "tuner.sweep/1"
@@ -54,7 +67,7 @@ class TrialState(StrEnum):
 class EngineRecord(TypedDict):
     """How the engine of a run was started."""
 
-    args: dict[str, Any]  # resolved EngineArgs
+    args: JsonObject  # resolved EngineArgs
     start_s: float
     mode: str  # offline, streaming, serve or endpoint
     env: dict[str, str]  # vLLM's environment variables the experiment set
@@ -64,9 +77,9 @@ class Repetition(TypedDict):
     """One measured repetition of a run."""
 
     index: int
-    metrics: dict[str, Any]  # nested: latency families as {mean, p50, p90, p99}
+    metrics: JsonObject  # nested: latency families as {mean, p50, p90, p99}
     processes: list[ProcessReport]  # one per vLLM process (none from an endpoint the tuner did not start)
-    tail: dict[str, Any] | None  # the tail attribution (None without streamed tokens)
+    tail: Attribution | None  # the tail attribution (None without streamed tokens)
 
 
 class RunRecord(TypedDict):
@@ -76,10 +89,10 @@ class RunRecord(TypedDict):
     kind: Literal["run"]
     experiment: str
     created: str  # ISO-8601 UTC
-    config: dict[str, Any]  # the experiment as loaded
+    config: JsonObject  # the experiment as loaded
     engine: EngineRecord
-    environment: dict[str, Any]  # tuner.vllm.environment.environment_record: every key present after loading
-    strategies: dict[str, dict[str, Any]]
+    environment: EnvironmentRecord  # every key present after loading
+    strategies: StrategyParams
     repetitions: list[Repetition]
     summary: dict[str, dict[str, float]]  # per flat metric: mean, median, min, max, cv
     memory: dict[str, dict[str, float]]  # per process: first_rss_mb, last_rss_mb, growth_mb
@@ -96,27 +109,27 @@ class TrialFields(TypedDict, total=False):
     """
 
     aa: bool  # an A/A trial (the baseline against itself)
-    strategies: dict[str, dict[str, Any]]
-    engine: dict[str, Any]  # engine-arg overrides
-    env: dict[str, Any] | None  # vLLM environment variable overrides (None: a study written before them)
+    strategies: StrategyParams
+    engine: JsonObject  # engine-arg overrides
+    env: dict[str, str] | None  # vLLM environment variable overrides (None: a study written before them)
     restart_pairs: dict[str, list[float]] | None  # restart pairs only: each arm's engine start seconds
     engine_stops: dict[str, list[float]] | None  # restart pairs only: each arm's engine stop seconds
-    stop_time: dict[str, Any] | None  # restart pairs only: the paired ratio of mean engine stop time
+    stop_time: RatioRecord | None  # restart pairs only: the paired ratio of mean engine stop time
     failure: str | None  # why it failed (tuner.sweep.trial_attrs.INTERRUPTED_FAILURE when stopped)
     worker: str | None  # the worker that ran it (shared studies)
     metrics: dict[str, float]  # median of each flat metric over the trial's repetitions
     anchored: dict[str, float]  # what Optuna saw: each ratio times the baseline's median (drift cancels)
-    ratios: dict[str, dict[str, Any]]  # per objective/constraint metric: the paired RatioEstimate as a dict
+    ratios: dict[str, StoredRatio]  # per objective/constraint metric: the paired ratio
     feasible: bool | None
     feasible_ci: bool | None  # feasibility on the CI bound (SLO candidacy)
     slo_checks: list[str]  # each SLO check, in words
     verdict: str | None  # the screening call on the first objective
     switch_s: list[float]
     token_ids_match: bool | None
-    telemetry: list[Any]  # per-process GC data of the last measured repetition: ProcessReports, compacted
-    tail: dict[str, Any] | None  # each arm's attributions pooled, and the trial arm's last timeline
-    step_interleave: dict[str, Any] | None  # the step-level comparison, when the trial was compared per step
-    gc_pacing: dict[str, Any] | None  # a GC-pacing trial: its mutator and collector parts (tuner.measure.gc_pacing)
+    telemetry: list[ProcessReport]  # per-process GC data of the last measured repetition: ProcessReports, compacted
+    tail: TailRecord | None  # each arm's attributions pooled, and the trial arm's last timeline
+    step_interleave: TrialStepRecord | None  # the step-level comparison, when the trial was compared per step
+    gc_pacing: GcPacingRecord | None  # a GC-pacing trial: its mutator and collector parts
 
 
 class TrialRepetition(TypedDict):
@@ -133,7 +146,7 @@ class TrialRow(TrialFields):
     number: int
     state: TrialState
     is_baseline: bool
-    params: dict[str, Any]  # Optuna parameters
+    params: JsonObject  # Optuna parameters
     values: list[float] | None  # what Optuna saw
     pairs: int
     repetitions: list[TrialRepetition]
@@ -143,10 +156,10 @@ class Winner(TypedDict):
     trial: int | None
     confirmed: bool
     reason: str
-    effect: dict[str, Any] | None  # the confirmation estimate
+    effect: RatioRecord | None  # the confirmation estimate
     repeated_ci: list[float | None] | None  # the gain (throughput ratio) interval inverting the decision
-    strategies: dict[str, dict[str, Any]]
-    engine: dict[str, Any]
+    strategies: StrategyParams
+    engine: JsonObject
     env: str  # TUNER_PLUGIN=...
     vllm_env: dict[str, str]  # vLLM's environment variables to deploy with
 
@@ -155,7 +168,7 @@ class ObjectiveRecord(TypedDict):
     """One objective of a sweep: the metric and which way is better."""
 
     metric: str
-    direction: str  # maximize or minimize
+    direction: Literal["maximize", "minimize"]
 
 
 class SweepSummary(TypedDict):
@@ -166,10 +179,10 @@ class SweepSummary(TypedDict):
     experiment: str
     study: str | None  # None: a summary from before study names were kept
     created: str
-    environment: dict[str, Any]  # as in a run
-    config: dict[str, Any]
+    environment: EnvironmentRecord  # as in a run
+    config: JsonObject
     objectives: list[ObjectiveRecord]
-    constraints: list[dict[str, Any]]  # {metric, max} and/or {metric, min}
+    constraints: list[ConstraintRecord]
     engine_starts: int | None
     start_s: list[float]
     switch_s: list[float]
@@ -177,12 +190,12 @@ class SweepSummary(TypedDict):
     pareto: list[int]
     importance: dict[str, float]
     best: list[int]  # screening's significant trials, best first
-    confirmation: dict[str, Any] | None  # tuner.sweep.confirmation's record; loaded: with notes, plan, mde_note
-    power: dict[str, Any]  # before_screening, before_confirmation ({} before the confirmation phase)
+    confirmation: ConfirmationRecord | None
+    power: PowerRecord
     winner: Winner
     incomplete: list[str]
     workload: WorkloadRecord | None  # None until the study's first engine started
-    aa: NotRequired[dict[str, dict[str, Any]]]  # A/A sweeps only: per method, comparisons and significant ones
+    aa: dict[str, AaRecord]  # A/A sweeps: per method ({} for any other sweep)
 
 
 @dataclass(frozen=True)

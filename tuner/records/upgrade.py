@@ -12,6 +12,8 @@ import copy
 import math
 from typing import Any
 
+from tuner.metrics import HIGHER_IS_BETTER
+
 _RUN_DEFAULTS: dict[str, Any] = {
     "kind": "run",
     "experiment": "",
@@ -77,6 +79,7 @@ _SUMMARY_DEFAULTS: dict[str, Any] = {
     "best": [],
     "confirmation": None,
     "power": {},
+    "aa": {},
     "incomplete": [],
     "workload": None,
 }
@@ -91,7 +94,43 @@ _WINNER_DEFAULTS: dict[str, Any] = {
     "env": "",
     "vllm_env": {},
 }
-_CONFIRMATION_DEFAULTS: dict[str, Any] = {"notes": [], "plan": [], "mde_note": None}
+_CONFIRMATION_DEFAULTS: dict[str, Any] = {
+    "screened": [],
+    "notes": [],
+    "metric": "",
+    "plan": [],
+    "power": None,
+    "pairs_spent": {},
+    "pairs": {},
+    "mde_spent": {},
+    "mde_note": None,
+}
+_DECISION_DEFAULTS: dict[str, Any] = {
+    "winner": None,
+    "reason": "",
+    "stop": True,
+    "look": 0,
+    "rows": [],
+    "repeated_ci": None,
+}
+_POWER_DEFAULTS: dict[str, Any] = {"before_screening": None, "before_confirmation": None}
+_RATIO_DEFAULTS: dict[str, Any] = {"source": ""}
+"""A stored ratio's ``source`` (added on 2026-11-29; before, only step-measured ratios said "steps")."""
+_STEP_DEFAULTS: dict[str, Any] = {
+    "estimand": "mean",
+    "guard": None,
+    "driven_by": "offline batches",
+    "left_out": [],
+    "stalls": None,
+    "run_level": {},
+}
+"""A step comparison's fields added since the first (``driven_by`` on 2026-11-27, ``estimand`` and ``guard`` on
+2026-11-29): what the older comparisons were."""
+
+
+def _direction(metric: object) -> str:
+    """The direction an objective written without one had: its metric's (``tuner.metrics.HIGHER_IS_BETTER``)."""
+    return "maximize" if metric in HIGHER_IS_BETTER else "minimize"
 
 
 def _fill(record: dict[str, Any], defaults: dict[str, Any]) -> None:
@@ -107,6 +146,7 @@ def upgrade_run(run: dict[str, Any]) -> None:
     _fill(run, _RUN_DEFAULTS)
     _fill(run["engine"], _ENGINE_DEFAULTS)
     _fill(run["environment"], _ENVIRONMENT_DEFAULTS)
+    upgrade_workload(run["workload"])
     for index, rep in enumerate(run["repetitions"]):
         rep.setdefault("index", index)
         _fill(rep, _REPETITION_DEFAULTS)
@@ -124,6 +164,10 @@ def _upgrade_trial(trial: dict[str, Any]) -> None:
     trial.setdefault("telemetry", kept[-1] if kept else [])
     trial.setdefault("pairs", len(reps))
     trial["repetitions"] = [r for r in reps if isinstance(r, dict) and isinstance(r.get("metrics"), dict)]
+    for ratio in trial["ratios"].values():
+        _fill(ratio, _RATIO_DEFAULTS)
+    if trial["step_interleave"] is not None:
+        _fill(trial["step_interleave"], _STEP_DEFAULTS)
 
 
 def _upgrade_winner(summary: dict[str, Any]) -> None:
@@ -141,6 +185,8 @@ def _upgrade_confirmation(confirmation: dict[str, Any] | None) -> None:
     if confirmation is None:
         return
     _fill(confirmation, _CONFIRMATION_DEFAULTS)
+    confirmation.setdefault("decision", {})
+    _fill(confirmation["decision"], _DECISION_DEFAULTS)
     plan = confirmation["plan"]
     confirmation["plan"] = [p for p in plan if isinstance(p, dict)] if isinstance(plan, list) else []
 
@@ -149,11 +195,13 @@ def upgrade_summary(summary: dict[str, Any]) -> None:
     """Bring a sweep summary (its objectives, trials, winner and confirmation too) to the current
     :class:`tuner.records.loader.SweepSummary` layout."""
     for objective in summary["objectives"]:
-        objective.setdefault("direction", "")
+        objective.setdefault("direction", _direction(objective["metric"]))
     for trial in summary["trials"]:
         _upgrade_trial(trial)
     _fill(summary, _SUMMARY_DEFAULTS)
     _fill(summary["environment"], _ENVIRONMENT_DEFAULTS)
+    _fill(summary["power"], _POWER_DEFAULTS)
+    upgrade_workload(summary["workload"])
     _upgrade_winner(summary)
     _upgrade_confirmation(summary["confirmation"])
 
@@ -162,3 +210,12 @@ def upgrade_capacity(capacity: dict[str, Any]) -> None:
     """Bring a capacity record to the current :class:`tuner.records.capacity.CapacityRecord` layout: ``host``
     (added on 2026-11-29) is None where the search did not sample the host's load."""
     capacity.setdefault("host", None)
+    upgrade_workload(capacity.get("workload"))
+
+
+def upgrade_workload(workload: dict[str, Any] | None) -> None:
+    """Bring a workload record (in a run, a summary, a capacity record or a study) to the current
+    :class:`tuner.traffic.WorkloadRecord` layout: a dataset's ``output_clipped`` (added on 2026-11-27) is 0 where
+    outputs were not counted apart."""
+    if workload and isinstance(workload.get("dataset"), dict):
+        workload["dataset"].setdefault("output_clipped", 0)

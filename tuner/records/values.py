@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tuner.metrics import LATENCY_FAMILIES, flat_metrics
 from tuner.plugin.protocol import ProcessReport
+from tuner.records.json_values import JsonObject
 from tuner.records.loader import RunRecord, SweepSummary, TrialRow
+from tuner.records.sections import StoredRatio
 from tuner.stats import RatioEstimate
 
 
-def flat(metrics: dict[str, Any]) -> dict[str, float]:
+def flat(metrics: Mapping[str, Any]) -> dict[str, float]:
     """Flat metrics of one repetition, whether stored nested (``ttft_ms: {p50: ...}``) or already flat."""
     if all(isinstance(metrics.get(f"{family}_ms"), dict) for family in LATENCY_FAMILIES):
         return flat_metrics(metrics)
@@ -63,7 +65,7 @@ def objective_value(trial: TrialRow, metric: str) -> float | None:
     return trial_metric(trial, metric)
 
 
-def trial_ratio(trial: TrialRow, metric: str) -> dict[str, Any] | None:
+def trial_ratio(trial: TrialRow, metric: str) -> StoredRatio | None:
     """The trial's paired ratio to the baseline for ``metric`` as stored (None where not measured)."""
     return trial["ratios"].get(metric)
 
@@ -73,12 +75,18 @@ def trial_estimate(trial: TrialRow, metric: str) -> RatioEstimate | None:
     return RatioEstimate.from_dict(trial_ratio(trial, metric))
 
 
-def engine_overrides(run: RunRecord) -> dict[str, Any]:
+def engine_overrides(run: RunRecord) -> JsonObject:
     """The engine-arg overrides a run's experiment asked for (its ``engine.args`` are them resolved)."""
-    return run["config"].get("engine") or {}
+    return config_section(run["config"], "engine")
 
 
 def min_effect(summary: SweepSummary) -> float | None:
     """The equivalence margin of a sweep's confirmation (None: a summary from before it was kept)."""
-    search = summary["config"].get("search") or {}
-    return (search.get("confirm") or {}).get("min_effect")
+    value = config_section(config_section(summary["config"], "search"), "confirm").get("min_effect")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def config_section(config: JsonObject, key: str) -> JsonObject:
+    """One section of an experiment as a record keeps it (``{}`` where it has none)."""
+    section = config.get(key)
+    return section if isinstance(section, Mapping) else {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 from matplotlib import ticker
 
@@ -37,7 +36,7 @@ def attainment_plot(path: Path, record: CapacityRecord) -> Path:
         ax.errorbar(loads, ys, yerr=[low, high], fmt="o-", color=color, capsize=3, label=label)
         estimate = record["estimate"]
         capacity = estimate and estimate["capacity_a" if arm == "reference" else "capacity_b"]
-        if capacity and capacity["bound"] == "exact":
+        if capacity and capacity["bound"] == "exact" and capacity["load"] is not None:
             ax.axvline(capacity["load"], color=color, linestyle=":", linewidth=1.2)
     ax.axhline(100 * record["target"], color="#444444", linestyle="--", linewidth=1, label="target")
     ax.set_xscale("log")
@@ -71,7 +70,7 @@ def level_rows(record: CapacityRecord) -> list[list[str]]:
     goodput."""
     rows = []
     for level in record["levels"]:
-        difference: dict[str, Any] | None = level["difference"]  # none at a load of one round
+        difference = level["difference"]  # none at a load of one round
         rps = level["offered_rps"]
         paired = (
             f"{_signed(difference['difference'])} [{_signed(difference['ci_low'])}, {_signed(difference['ci_high'])}]"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,9 @@ class Side:
     source: str
     reps: list[dict[str, float]]
     medians: dict[str, float]
-    environment: dict[str, Any]
-    strategies: dict[str, Any]
-    engine: dict[str, Any]
+    environment: Mapping[str, Any]
+    strategies: Mapping[str, Any]
+    engine: Mapping[str, Any]
 
     def values(self, metric: str) -> list[float]:
         return [r[metric] for r in self.reps if metric in r and math.isfinite(r[metric])]

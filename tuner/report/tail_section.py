@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from tuner.metrics import pooled
+from tuner.metrics import PooledAttribution, Timeline, pooled
 from tuner.plugin.protocol import ProcessReport
 from tuner.records import RunRecord
 from tuner.report.document import Doc
@@ -53,11 +53,12 @@ def _share(hits: int, n: int) -> str:
     return f"{hits / n:.0%} ({hits}/{n})" if n else "-"
 
 
-def attribution_rows(label: str, record: Mapping[str, Any]) -> list[list[str]]:
+def attribution_rows(label: str, record: PooledAttribution) -> list[list[str]]:
+    """One row per process and kind of pause: its share of each tail's samples (every row counts every tail)."""
     samples = record["samples"]
     keys = [k for k in ("all", "p99", "slo") if k in samples]
     return [
-        [label, row["source"], row["what"], *(_share(row["hits"].get(k, 0), samples[k]) for k in keys)]
+        [label, row["source"], row["what"], *(_share(row["hits"][k], samples[k]) for k in keys)]
         for row in record["rows"]
     ]
 
@@ -65,8 +66,8 @@ def attribution_rows(label: str, record: Mapping[str, Any]) -> list[list[str]]:
 def tail_sections(
     doc: Doc,
     out: Path,
-    configs: Mapping[str, tuple[Iterable[Sequence[ProcessReport]], Mapping[str, Any] | None]],
-    timeline: Mapping[str, Any] | None,
+    configs: Mapping[str, tuple[Iterable[Sequence[ProcessReport]], PooledAttribution | None]],
+    timeline: Timeline | None,
     *,
     title: str,
 ) -> None:
@@ -115,7 +116,7 @@ def tail_sections(
         )
 
 
-def run_tail(run: RunRecord) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def run_tail(run: RunRecord) -> tuple[PooledAttribution | None, Timeline | None]:
     """A run's pooled attribution and its last repetition's timeline."""
     tails = [rep["tail"] for rep in run["repetitions"]]
     last = next((t for t in reversed(tails) if t), None)

@@ -12,7 +12,7 @@ PLOT = "workload.png"
 
 def clip_line(dataset: DatasetRecord) -> str:
     """What ``too_long: clip`` did: prompts shortened, and how many outputs had to be shortened too."""
-    outputs = dataset.get("output_clipped", 0)
+    outputs = dataset["output_clipped"]
     also = f"; {outputs:,} of them also lost output tokens" if outputs else ""
     return f"{dataset['clipped']:,} clipped to max_model_len (prompt first{also})"
 

@@ -21,8 +21,8 @@ def capacity_entries(record: CapacityRecord, prefix: str) -> list[BenchEntry]:
     estimate = record["estimate"]
     if estimate is None or estimate["ratio_bound"] != "exact":
         return []
-    low, high = estimate["ci_low"], estimate["ci_high"]
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+    ratio, low, high = estimate["ratio"], estimate["ci_low"], estimate["ci_high"]
+    if ratio is None or low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
         return []
     search = record["search"]
     name = config_name(record["configuration"]["strategies"], None)
@@ -39,7 +39,7 @@ def capacity_entries(record: CapacityRecord, prefix: str) -> list[BenchEntry]:
         {
             "name": f"{prefix}/capacity-ratio/{name}/{search['knob']}",
             "unit": CAPACITY_UNIT,
-            "value": round(float(estimate["ratio"]), 6),
+            "value": round(ratio, 6),
             "range": f"{low:.3f}-{high:.3f}x (95% CI)",
             "extra": extra,
         }

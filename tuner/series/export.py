@@ -77,7 +77,7 @@ Entries = dict[Better, list[BenchEntry]]
 
 
 def _context(
-    environment: Mapping[str, Any], strategies: dict[str, Any], engine: dict[str, Any], n: int, more: str = ""
+    environment: Mapping[str, Any], strategies: Mapping[str, Any], engine: Mapping[str, Any], n: int, more: str = ""
 ) -> str:
     lines = [
         f"strategies: {describe_strategies(strategies)}",

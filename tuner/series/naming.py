@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
 
 
-def config_name(strategies: dict[str, Any] | None, engine: dict[str, Any] | None) -> str:
+def config_name(strategies: Mapping[str, object] | None, engine: Mapping[str, object] | None) -> str:
     """A configuration's stable name from its canonical settings: strategies by name, then engine overrides.
 
     ``{"shared_empty_kv_blocks": {"enabled": False}, "gc_threshold": {"gen0_per_seq": 64}}`` gives
@@ -14,14 +14,15 @@ def config_name(strategies: dict[str, Any] | None, engine: dict[str, Any] | None
     of trials or keys, so one dashboard series follows one configuration.
     """
     parts = [
-        _call(name, params if isinstance(params, dict) else {}) for name, params in sorted((strategies or {}).items())
+        _call(name, params if isinstance(params, Mapping) else {})
+        for name, params in sorted((strategies or {}).items())
     ]
     if engine:
         parts.append(_call("engine", engine))
     return "+".join(parts) or "vllm-as-installed"
 
 
-def _call(name: str, params: dict[str, Any]) -> str:
+def _call(name: str, params: Mapping[str, object]) -> str:
     args = ",".join(
         f"{key}={value if isinstance(value, str) else json.dumps(value)}" for key, value in sorted(params.items())
     )

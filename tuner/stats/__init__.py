@@ -21,11 +21,21 @@ One module per job, as Optuna lays out ``samplers/``: ``estimate`` (the estimate
 from tuner.stats.attainment import (
     LEAST_ROUNDS,
     AttainmentDifference,
+    AttainmentDifferenceRecord,
     PairedCounts,
     attainment_difference,
     paired_attainment,
 )
-from tuner.stats.body import GUARD_MARGIN, BodyComparison, WholeGuard, body_comparison, running_caps, split_at_caps
+from tuner.stats.body import (
+    GUARD_MARGIN,
+    BodyComparison,
+    BodyRecord,
+    GuardRecord,
+    WholeGuard,
+    body_comparison,
+    running_caps,
+    split_at_caps,
+)
 from tuner.stats.bootstrap import paired_ratio, unpaired_ratio
 from tuner.stats.capacity import (
     Capacity,
@@ -37,10 +47,12 @@ from tuner.stats.capacity import (
     resolvable,
     rounds_needed,
 )
+from tuner.stats.capacity_records import ArmCapacityRecord, CapacityEstimateRecord
 from tuner.stats.collector import (
     Collection,
     CollectorBlock,
     CollectorEstimate,
+    CollectorRecord,
     ProcessBlock,
     block_pairs,
     collector_estimate,
@@ -48,10 +60,13 @@ from tuner.stats.collector import (
 )
 from tuner.stats.estimate import (
     RatioEstimate,
+    RatioRecord,
     Statistic,
     Verdict,
     call_verdict,
     false_positive_rate,
+    finite_or_none,
+    not_estimated,
     percentiles,
     reached_precision,
     within_margin,
@@ -69,7 +84,7 @@ from tuner.stats.ratio_of_sums import (
 )
 from tuner.stats.sd_prediction import SdPrediction, drift_factors, excess_kurtosis, predict_sd
 from tuner.stats.sequential import boundary_crossing, holm, obf_boundaries, obf_constant, sequential_p_value
-from tuner.stats.stall_rate import RateDifference, StallRule, paired_rate_difference, stall_flags
+from tuner.stats.stall_rate import RateDifference, RateDifferenceRecord, StallRule, paired_rate_difference, stall_flags
 
 __all__ = [
     "GUARD_MARGIN",
@@ -77,23 +92,31 @@ __all__ = [
     "MIN_SIGN_FLIP_PAIRS",
     "PRODUCT",
     "UNBOUNDED_LOG",
+    "ArmCapacityRecord",
     "AttainmentDifference",
+    "AttainmentDifferenceRecord",
     "BodyComparison",
+    "BodyRecord",
     "Capacity",
     "CapacityEstimate",
+    "CapacityEstimateRecord",
     "Collection",
     "CollectorBlock",
     "CollectorEstimate",
+    "CollectorRecord",
     "Crossing",
     "Forecast",
     "Guard",
+    "GuardRecord",
     "KneeSearch",
     "LevelResult",
     "PairedCounts",
     "Probe",
     "ProcessBlock",
     "RateDifference",
+    "RateDifferenceRecord",
     "RatioEstimate",
+    "RatioRecord",
     "SdPrediction",
     "StallRule",
     "Statistic",
@@ -112,11 +135,13 @@ __all__ = [
     "drift_factors",
     "excess_kurtosis",
     "false_positive_rate",
+    "finite_or_none",
     "holm",
     "in_orientation",
     "least_pairs",
     "mde",
     "mirrored_order",
+    "not_estimated",
     "obf_boundaries",
     "obf_constant",
     "paired_attainment",

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cache
-from typing import TypeAlias
+from typing import TypeAlias, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -90,6 +90,24 @@ class PairedCounts:
         return self.requests, self.met_a, self.only_a, self.only_b
 
 
+class AttainmentDifferenceRecord(TypedDict):
+    """An :class:`AttainmentDifference` as records keep it."""
+
+    attainment_a: float
+    attainment_b: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    requests: int
+    rounds: int
+    discordant: list[int]
+    design_effect: float
+    confidence: float
+    method: str
+    flagged: bool
+
+
 @dataclass(frozen=True)
 class AttainmentDifference:
     """B's attainment minus A's at one load with its interval and that interval's p-value (module docstring)."""
@@ -112,8 +130,22 @@ class AttainmentDifference:
         """Whether the interval excludes 0 (so ``p_value < 1 - confidence``)."""
         return self.ci_low > 0 or self.ci_high < 0
 
-    def to_dict(self) -> dict[str, float | int | bool | str | list[int]]:
-        return {**asdict(self), "discordant": list(self.discordant), "flagged": self.flagged}
+    def to_dict(self) -> AttainmentDifferenceRecord:
+        return {
+            "attainment_a": self.attainment_a,
+            "attainment_b": self.attainment_b,
+            "difference": self.difference,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "p_value": self.p_value,
+            "requests": self.requests,
+            "rounds": self.rounds,
+            "discordant": list(self.discordant),
+            "design_effect": self.design_effect,
+            "confidence": self.confidence,
+            "method": self.method,
+            "flagged": self.flagged,
+        }
 
 
 def tango_score(only_a: float, only_b: float, requests: float, delta: float) -> float:

@@ -25,12 +25,12 @@ strategy's can) is not the body's to find: the plain mean, or the stall estimand
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
 
-from tuner.stats.estimate import RatioEstimate
+from tuner.stats.estimate import RatioEstimate, RatioRecord
 from tuner.stats.ratio_of_sums import paired_ratio_of_sums
 
 CAP_MULTIPLE = 2.0
@@ -69,6 +69,23 @@ def split_at_caps(seconds: npt.ArrayLike, caps: npt.ArrayLike) -> tuple[Floats, 
     return body, t - body
 
 
+class GuardRecord(TypedDict):
+    """A :class:`WholeGuard` as records keep it."""
+
+    whole: RatioRecord
+    margin: float
+    holds: bool
+    breached: bool
+
+
+class BodyRecord(TypedDict):
+    """A :class:`BodyComparison` as records keep it."""
+
+    body: RatioRecord
+    guard: GuardRecord
+    verdict: str
+
+
 @dataclass(frozen=True)
 class WholeGuard:
     """The whole step time's ratio (trial over reference, pauses included) read against a non-inferiority
@@ -87,7 +104,7 @@ class WholeGuard:
         """Whether it is shown longer than that."""
         return self.whole.ci_low > 1 + self.margin
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GuardRecord:
         return {"whole": self.whole.to_dict(), "margin": self.margin, "holds": self.holds, "breached": self.breached}
 
 
@@ -118,7 +135,7 @@ class BodyComparison:
             + f"{margin:.1%})"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BodyRecord:
         return {"body": self.body.to_dict(), "guard": self.guard.to_dict(), "verdict": self.verdict}
 
 

@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import astuple, dataclass
 from functools import cache
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -46,12 +46,15 @@ from scipy.stats import norm as normal
 from scipy.stats import t as student
 
 from tuner.stats.attainment import AttainmentDifference, MetFlags, PairedCounts, attainment_difference, tango_interval
+from tuner.stats.capacity_records import (
+    Bound,
+    CapacityEstimateRecord,
+    RatioBound,
+    arm_capacity_record,
+    open_or_none,
+)
 
 METHOD = "isotonic-crossing-pass-bootstrap-t-stretch"
-Bound = Literal["exact", "at_least", "below"]
-""""exact": the crossing lies between two probed loads; "at_least": the target was met at every probed load (the
-capacity is at least the highest); "below": it was missed at the lowest (the capacity is below it)."""
-RatioBound = Literal["exact", "at_most", "at_least", "unknown"]
 _Array = npt.NDArray[np.float64]
 _BOUNDS: tuple[Bound, Bound, Bound] = ("exact", "at_least", "below")  # by code 0, 1, -1
 
@@ -136,19 +139,26 @@ class CapacityEstimate:
         """Whether the interval excludes 1."""
         return self.ci_low > 1 or self.ci_high < 1
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> CapacityEstimateRecord:
         """JSON-friendly: an open side (0 or inf) and nan become None."""
-
-        def clean(value: object) -> object:
-            if isinstance(value, dict):
-                return {k: clean(v) for k, v in value.items()}
-            if isinstance(value, float) and (not math.isfinite(value) or value == 0):
-                return None
-            return value
-
-        out = clean(asdict(self))
-        assert isinstance(out, dict)
-        return {**out, "precision": clean(self.precision), "flagged": self.flagged}
+        return {
+            "target": self.target,
+            "capacity_a": arm_capacity_record(*astuple(self.capacity_a)),
+            "capacity_b": arm_capacity_record(*astuple(self.capacity_b)),
+            "ratio": open_or_none(self.ratio),
+            "ratio_bound": self.ratio_bound,
+            "ci_low": open_or_none(self.ci_low),
+            "ci_high": open_or_none(self.ci_high),
+            "confidence": self.confidence,
+            "rounds": self.rounds,
+            "passes": self.passes,
+            "passes_beside": self.passes_beside,
+            "levels": self.levels,
+            "log_sd": open_or_none(self.log_sd),
+            "method": self.method,
+            "precision": open_or_none(self.precision),
+            "flagged": self.flagged,
+        }
 
 
 class Crossing(NamedTuple):

@@ -28,10 +28,11 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from scipy import stats as _st
 
-from tuner.stats.estimate import RatioEstimate, call_verdict
+from tuner.stats.estimate import RatioEstimate, RatioRecord, call_verdict
 from tuner.stats.product import product_estimate
 
 GENERATIONS = 3
@@ -174,6 +175,20 @@ def _cost_variance(blocks: Sequence[CollectorBlock], costs: Costs, other: Costs)
     return variance
 
 
+class CollectorRecord(TypedDict):
+    """A :class:`CollectorEstimate` as records keep it."""
+
+    factor: RatioRecord
+    spread: RatioRecord
+    cost_se: float
+    shares: dict[str, float]
+    observed_shares: dict[str, float]
+    modeled: bool
+    why: str
+    pairs: int
+    collections: dict[str, list[int]]
+
+
 @dataclass(frozen=True)
 class CollectorEstimate:
     """The collector factor and how it was made: modeled at each arm's pace, or from observed GC (``why``)."""
@@ -188,7 +203,7 @@ class CollectorEstimate:
     pairs: int
     collections: dict[str, list[int]]  # per arm, per generation, observed in its blocks
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> CollectorRecord:
         return {
             "factor": self.factor.to_dict(),
             "spread": self.spread.to_dict(),

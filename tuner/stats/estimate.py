@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +18,40 @@ wording say "inconclusive")."""
 Statistic = Literal["median", "geomean"]
 
 _FloatArray = npt.NDArray[np.float64]
+
+
+def finite_or_none(value: float) -> float | None:
+    """``value`` for a JSON record: None where it is inf or nan (JSON has neither)."""
+    return value if math.isfinite(value) else None
+
+
+class RatioRecord(TypedDict):
+    """A :class:`RatioEstimate` as records keep it (:meth:`RatioEstimate.to_dict`): nan and inf are None."""
+
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    n: int
+    log_sd: float | None
+    statistic: str
+    higher_is_better: bool
+    verdict: Verdict
+
+
+def not_estimated(metric_higher_is_better: bool) -> RatioRecord:
+    """The record of a ratio that could not be estimated (no comparable pair): no numbers, not significant."""
+    return {
+        "ratio": None,
+        "ci_low": None,
+        "ci_high": None,
+        "p_value": None,
+        "n": 0,
+        "log_sd": None,
+        "statistic": "",
+        "higher_is_better": metric_higher_is_better,
+        "verdict": "not_significant",
+    }
 
 
 @dataclass(frozen=True)
@@ -47,15 +81,19 @@ class RatioEstimate:
     higher_is_better: bool
     verdict: Verdict
 
-    def to_dict(self) -> dict[str, float | int | str | bool | None]:
-        """JSON-friendly dict; nan/inf floats become None (JSON has no nan)."""
-        out: dict[str, float | int | str | bool | None] = {}
-        for key, value in asdict(self).items():
-            if isinstance(value, float) and not math.isfinite(value):
-                out[key] = None
-            else:
-                out[key] = value
-        return out
+    def to_dict(self) -> RatioRecord:
+        """JSON-friendly record; nan/inf floats become None (JSON has no nan)."""
+        return {
+            "ratio": finite_or_none(self.ratio),
+            "ci_low": finite_or_none(self.ci_low),
+            "ci_high": finite_or_none(self.ci_high),
+            "p_value": finite_or_none(self.p_value),
+            "n": self.n,
+            "log_sd": finite_or_none(self.log_sd),
+            "statistic": self.statistic,
+            "higher_is_better": self.higher_is_better,
+            "verdict": self.verdict,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> RatioEstimate | None:

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cache
+from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -68,6 +69,23 @@ def stall_flags(seconds: npt.ArrayLike, rule: StallRule) -> tuple[npt.NDArray[np
     return judged, stall
 
 
+class RateDifferenceRecord(TypedDict):
+    """A :class:`RateDifference` as records keep it."""
+
+    rate_a: float
+    rate_b: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    pairs: int
+    confidence: float
+    design_effect: float
+    swap_p: float
+    method: str
+    flagged: bool
+
+
 @dataclass(frozen=True)
 class RateDifference:
     """B's stall rate minus A's with its interval (see the module docstring), that interval's p-value and the
@@ -90,8 +108,21 @@ class RateDifference:
         """Whether the interval at the stated confidence excludes 0 (so ``p_value < 1 - confidence``)."""
         return self.ci_low > 0 or self.ci_high < 0
 
-    def to_dict(self) -> dict[str, float | int | bool | str]:
-        return {**asdict(self), "flagged": self.flagged}
+    def to_dict(self) -> RateDifferenceRecord:
+        return {
+            "rate_a": self.rate_a,
+            "rate_b": self.rate_b,
+            "difference": self.difference,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "p_value": self.p_value,
+            "pairs": self.pairs,
+            "confidence": self.confidence,
+            "design_effect": self.design_effect,
+            "swap_p": self.swap_p,
+            "method": self.method,
+            "flagged": self.flagged,
+        }
 
 
 def newcombe_interval(a: Counts, b: Counts, z: float) -> Counts:

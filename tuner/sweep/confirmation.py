@@ -28,11 +28,11 @@ from scipy import stats as _st
 from tuner.config import Pairs, Search
 from tuner.feedback import SILENT, Feedback
 from tuner.metrics import STEP_LEVEL_METRICS, Pair, guard_estimate, pairs_estimate, quantity
-from tuner.records import TrialState
-from tuner.stats import GUARD_MARGIN, MIN_SIGN_FLIP_PAIRS, RatioEstimate, obf_boundaries
+from tuner.records import CandidatePlanRecord, ConfirmationPowerRecord, ConfirmationRecord, TrialState
+from tuner.stats import GUARD_MARGIN, MIN_SIGN_FLIP_PAIRS, RatioEstimate, finite_or_none, obf_boundaries
 from tuner.sweep.checks import Check, non_inferiority
 from tuner.sweep.decisions import Decision, confirm
-from tuner.sweep.plans import Candidate, CandidatePlan, ConfirmationPlan, Design, finite_or_none, nominate
+from tuner.sweep.plans import Candidate, CandidatePlan, ConfirmationPlan, Design, nominate
 from tuner.sweep.power import confirmation_lines
 from tuner.sweep.screening import ScreeningResult, gain_bounds, ruled_out, select_candidates
 
@@ -153,37 +153,44 @@ def run_confirmation(
     fresh_pairs: FreshPairs,
     feedback: Feedback = SILENT,
     look_estimate: LookEstimate | None = None,
-) -> dict[str, Any]:
+) -> ConfirmationRecord:
     """Plan, measure look by look and decide; return the record to store on the study. ``look_estimate`` makes each
     look's estimate (default: the ratio of sums of its pairs)."""
     metric = search.objectives[0].metric
     plan, screening, notes = plan_for(rows, search)
-    record: dict[str, Any] = {
-        "screened": sorted(r.trial for r in screening),
-        "notes": notes,
-        "metric": metric,
-        "plan": [p.to_dict() | {"quantity": quantity(metric, p.candidate.method)} for p in plan.plans],
-    }
+    planned: list[CandidatePlanRecord] = [
+        {**p.to_dict(), "quantity": quantity(metric, p.candidate.method)} for p in plan.plans
+    ]
     for note in notes:
         feedback.note(note, "warning")
+    power: ConfirmationPowerRecord | None = None
     if plan.plans:
         lines = confirmation_lines(plan)
         feedback.note("power before confirmation (each candidate's own plan)", "heading")
         feedback.note("  " + "\n  ".join(lines))
-        record["power"] = {"lines": lines, "candidates": record["plan"]}
+        power = {"lines": lines, "candidates": planned}
     metric_of = functools.partial(_pairs_only, metric)
     pairs, looks, decision = _measure_looks(plan, screening, search, fresh_pairs, look_estimate or metric_of, feedback)
-    record["decision"] = decision.to_dict()
-    record["pairs_spent"] = {str(c): len(p) for c, p in pairs.items()}
-    record["pairs"] = {str(c): p for c, p in pairs.items()}  # the measured data, kept for a reader to re-analyse
-    record["mde_spent"] = {str(p.trial): finite_or_none(_mde_spent(p, looks[p.trial])) for p in plan.measured}
+    mde_spent = {str(p.trial): finite_or_none(_mde_spent(p, looks[p.trial])) for p in plan.measured}
+    mde_note = None
     if plan.measured and decision.winner is None:
-        spent = ", ".join(f"#{c} {v:.2%}" if v is not None else f"#{c} nothing" for c, v in record["mde_spent"].items())
-        record["mde_note"] = (
+        spent = ", ".join(f"#{c} {v:.2%}" if v is not None else f"#{c} nothing" for c, v in mde_spent.items())
+        mde_note = (
             f"with the pairs spent this confirmation could detect {spent} (min_effect {search.confirm.min_effect:.2%})"
         )
-        feedback.note(record["mde_note"])
-    return record
+        feedback.note(mde_note)
+    return {
+        "screened": sorted(r.trial for r in screening),
+        "notes": notes,
+        "metric": metric,
+        "plan": planned,
+        "power": power,
+        "decision": decision.to_dict(),
+        "pairs_spent": {str(c): len(p) for c, p in pairs.items()},
+        "pairs": {str(c): [list(pair) for pair in p] for c, p in pairs.items()},  # the data, for a reader to re-analyse
+        "mde_spent": mde_spent,
+        "mde_note": mde_note,
+    }
 
 
 def _pairs_only(metric: str, candidate: Candidate, pairs: Sequence[Pair], look: int) -> RatioEstimate:

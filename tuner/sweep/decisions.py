@@ -25,10 +25,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from scipy import stats as _st
 
+from tuner.records import DecisionRecord, DecisionRowRecord
 from tuner.stats import PRODUCT, UNBOUNDED_LOG, RatioEstimate, holm, obf_boundaries, sequential_p_value
 from tuner.sweep.checks import Check
 from tuner.sweep.plans import CandidatePlan, ConfirmationPlan
@@ -50,7 +50,7 @@ class Row:
     checks: tuple[Check, ...]
     status: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DecisionRowRecord:
         return {
             "trial": self.trial,
             "screening": self.screening.to_dict() if self.screening else None,
@@ -79,7 +79,7 @@ class Decision:
         """The reported effect: the winner's confirmation estimate."""
         return next((r.confirmation for r in self.rows if r.trial == self.winner), None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DecisionRecord:
         return {
             "winner": self.winner,
             "reason": self.reason,

@@ -31,7 +31,7 @@ from tuner.measure import (
 )
 from tuner.metrics import Pair, pairs_estimate, run_pair
 from tuner.plugin.protocol import StrategySet
-from tuner.records import Calibration
+from tuner.records import Calibration, GcPacingRecord
 from tuner.stats import CollectorBlock, RatioEstimate, in_orientation, product_estimate
 from tuner.sweep.engines import Engines
 from tuner.sweep.plans import Candidate
@@ -45,7 +45,7 @@ class Measured:
     """A trial's arms, and for a GC-pacing trial how its step comparison was taken apart (mutator, collector)."""
 
     arms: Arms
-    gc_pacing: dict[str, Any] | None = None
+    gc_pacing: GcPacingRecord | None = None
 
 
 class Measurer:
@@ -133,7 +133,7 @@ class Measurer:
         min_effect = self.search.confirm.min_effect
         arms = paired_runs(bench, strategies, pairs, self.search.objectives[0], min_effect, seed=seed, on_pair=on_pair)
         self.switch_s += arms.switch_s
-        gc_pacing = None
+        gc_pacing: GcPacingRecord | None = None
         if grain is not None:
             progress.update(description=f"{label}: step interleaving")
             result, gc_pacing = self._steps(bench, strategies, grain, seed, label)
@@ -142,7 +142,7 @@ class Measurer:
 
     def _steps(
         self, bench: Workbench, strategies: StrategySet, grain: Grain, seed: int, label: str
-    ) -> tuple[InterleaveResult, dict[str, Any] | None]:
+    ) -> tuple[InterleaveResult, GcPacingRecord | None]:
         """The step comparison of ``strategies`` at ``grain`` for the step budget: its result, and for GC pacing
         the record of how it was taken apart (its result then holds the mutator's pairs and the product)."""
         min_effect, budget_s = self.search.confirm.min_effect, self.search.step_budget_s

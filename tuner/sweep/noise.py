@@ -17,12 +17,11 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from tuner.config import Search, StartConfig
 from tuner.measure import PILOT_SHARE, SKIP_BELOW, Grain, split_share
 from tuner.metrics import pairs_estimate, run_pair
-from tuner.records import Calibration
+from tuner.records import Calibration, ScreeningPowerRecord
 from tuner.sweep.confirmation import design_for, restart_pairs_line
 from tuner.sweep.plans import Candidate, plan_candidate
 from tuner.sweep.power import GroupPower, Noise, group_powers
@@ -108,7 +107,7 @@ def power_before_screening(
     calibration: Calibration | None,
     arms: dict[str, list[dict[str, float]]],
     search: Search,
-) -> dict[str, Any]:
+) -> ScreeningPowerRecord:
     """The statement for the planned trials ``configs``, grouped by how each is measured: lines and figures."""
     design = design_for(search)
     run_level = run_level_noise(arms, search.objectives[0].metric)

@@ -23,11 +23,13 @@ from typing import Any
 
 from scipy import stats as _st
 
+from tuner.records import PlanRecord
 from tuner.stats import (
     GUARD_MARGIN,
     Guard,
     SdPrediction,
     detection_power,
+    finite_or_none,
     least_pairs,
     mde,
     obf_boundaries,
@@ -180,7 +182,7 @@ class CandidatePlan:
             guard=self._guard(self.log_sd),
         )  # fmt: skip
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PlanRecord:
         c = self.candidate
         return {
             "trial": c.trial,
@@ -275,8 +277,3 @@ def nominate(
                 f"{plan.power_at(gain):.0%} power to confirm a {gain:.1%} gain, under {LEAST_POWER:.0%}"
             )
     return plan_confirmation(kept, budget_s=budget_s, design=design), notes
-
-
-def finite_or_none(value: float) -> float | None:
-    """``value`` for a JSON record: None where it is inf or nan (JSON has neither)."""
-    return value if math.isfinite(value) else None

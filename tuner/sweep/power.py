@@ -24,13 +24,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 from scipy import stats as _st
 
-from tuner.stats import SdPrediction, drift_factors, mde, predict_sd
-from tuner.sweep.plans import CONFIRMATION_PACE, CandidatePlan, ConfirmationPlan, Design, finite_or_none
+from tuner.records import PowerGroupRecord
+from tuner.stats import SdPrediction, drift_factors, finite_or_none, mde, predict_sd
+from tuner.sweep.plans import CONFIRMATION_PACE, CandidatePlan, ConfirmationPlan, Design
 
 _HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
 Z_95 = float(_st.norm.isf(0.025))
@@ -180,7 +180,7 @@ class GroupPower:
             )
         return lines
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PowerGroupRecord:
         n = self.noise
         return {
             "method": n.method,

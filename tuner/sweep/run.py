@@ -9,7 +9,7 @@ from optuna import Study
 from tuner.config import Experiment
 from tuner.errors import StudyIncomplete
 from tuner.feedback import SILENT, Feedback, TableData
-from tuner.records import SweepSummary, TrialRow, cost_line
+from tuner.records import SweepSummary, TrialRow, cost_line, min_effect
 from tuner.report import describe_engine, describe_strategies, fmt_ratio, measured_by, verdict_words
 from tuner.sweep import study_attrs
 from tuner.sweep.confirmation import run_confirmation
@@ -85,7 +85,7 @@ def require_complete(summary: SweepSummary) -> None:
 
 def trials_table(summary: SweepSummary) -> TableData:
     objectives = [o["metric"] for o in summary["objectives"]]
-    margin = summary["config"]["search"]["confirm"]["min_effect"] if summary.get("config", {}).get("search") else None
+    margin = min_effect(summary)
     columns = (
         "#",
         "state",

@@ -7,24 +7,25 @@ attribute the study has not recorded (yet, or ever: an older study) reads as ``N
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, cast
+from typing import TypedDict, cast
 
 import optuna
 
+from tuner.records import ConfirmationRecord, ScreeningPowerRecord, upgrade_workload
 from tuner.traffic import WorkloadRecord
 
 
 class StudyAttrs(TypedDict, total=False):
-    power_before_screening: dict[str, Any]  # :func:`tuner.sweep.noise.power_before_screening`
-    confirmation: dict[str, Any]  # :func:`tuner.sweep.confirmation.run_confirmation`'s record
+    power_before_screening: ScreeningPowerRecord  # :func:`tuner.sweep.noise.power_before_screening`
+    confirmation: ConfirmationRecord  # :func:`tuner.sweep.confirmation.run_confirmation`'s record
     workload: WorkloadRecord  # set when the study's first engine is up
 
 
 class StoredStudyAttrs(TypedDict):
     """What :func:`read` gives: every attribute, ``None`` where the study has not recorded it."""
 
-    power_before_screening: dict[str, Any] | None
-    confirmation: dict[str, Any] | None
+    power_before_screening: ScreeningPowerRecord | None
+    confirmation: ConfirmationRecord | None
     workload: WorkloadRecord | None
 
 
@@ -36,4 +37,6 @@ def record(study: optuna.Study, attrs: StudyAttrs) -> None:
 
 def read(study: optuna.Study) -> StoredStudyAttrs:
     """The attributes stored on ``study``, ``None`` for each it has not recorded."""
-    return cast(StoredStudyAttrs, {key: study.user_attrs.get(key) for key in StudyAttrs.__optional_keys__})
+    attrs = {key: study.user_attrs.get(key) for key in StudyAttrs.__optional_keys__}
+    upgrade_workload(attrs["workload"])  # a study's workload may predate fields added since
+    return cast(StoredStudyAttrs, attrs)

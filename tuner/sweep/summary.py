@@ -13,10 +13,19 @@ from typing import Any, Protocol
 
 import optuna
 
-from tuner.config import Experiment, Search
+from tuner.config import Constraint, Experiment, Search
 from tuner.errors import UserError
 from tuner.plugin.protocol import encode_spec
-from tuner.records import SWEEP_SCHEMA, SweepSummary, TrialRow, TrialState, Winner
+from tuner.records import (
+    SWEEP_SCHEMA,
+    AaRecord,
+    ConfirmationRecord,
+    ConstraintRecord,
+    SweepSummary,
+    TrialRow,
+    TrialState,
+    Winner,
+)
 from tuner.sweep import study_attrs
 from tuner.sweep.confirmation import (
     pending,
@@ -56,7 +65,7 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTi
         "environment": environment_record(),
         "config": experiment.model_dump(mode="json"),
         "objectives": [{"metric": o.metric, "direction": o.resolved_direction} for o in search.objectives],
-        "constraints": [c.model_dump(exclude_none=True) for c in search.constraints],
+        "constraints": [_constraint(c) for c in search.constraints],
         "engine_starts": len(sweep.start_s) if sweep else None,
         "start_s": sweep.start_s if sweep else [],
         "switch_s": sweep.switch_s if sweep else [],
@@ -67,11 +76,12 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTi
         "confirmation": confirmation,
         "power": {
             "before_screening": study_attrs.read(study)["power_before_screening"],
-            "before_confirmation": (confirmation or {}).get("power"),
+            "before_confirmation": confirmation["power"] if confirmation else None,
         },
         "winner": winner(rows, confirmation),
         "incomplete": incomplete_reasons(rows),
         "workload": study_attrs.read(study)["workload"],
+        "aa": {},
     }
     if baseline is None:
         summary["winner"]["reason"] = "no verdict: the baseline trial did not complete"
@@ -81,7 +91,7 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTi
         aa = [r for r in complete if r["aa"]]
         by_method = {
             "runs": [r["verdict"] for r in aa if r["verdict"] is not None],
-            "steps": [s["verdict"] for r in aa if (s := r["step_interleave"] or {}).get("estimate")],
+            "steps": [s["verdict"] for r in aa if (s := r["step_interleave"]) and s["estimate"]],
         }
         summary["aa"] = {method: _aa_counts(verdicts) for method, verdicts in by_method.items() if verdicts}
     return summary
@@ -89,17 +99,26 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTi
 
 def current_confirmation(
     study: optuna.Study, rows: Sequence[Mapping[str, Any]], search: Search
-) -> dict[str, Any] | None:
+) -> ConfirmationRecord | None:
     """The study's confirmation record if it confirmed the screening as it stands (None when pending or stale:
     trials screened since)."""
     record = study_attrs.read(study)["confirmation"]
     screened, _ = screening_results(rows, search.objectives[0].metric)
     if record is None or record["screened"] != sorted(r.trial for r in screened):
         return None
-    return dict(record)
+    return record
 
 
-def _aa_counts(verdicts: list[str]) -> dict[str, Any]:
+def _constraint(constraint: Constraint) -> ConstraintRecord:
+    record: ConstraintRecord = {"metric": constraint.metric}
+    if constraint.max is not None:
+        record["max"] = constraint.max
+    if constraint.min is not None:
+        record["min"] = constraint.min
+    return record
+
+
+def _aa_counts(verdicts: list[str]) -> AaRecord:
     hits = sum(v in ("better", "worse") for v in verdicts)
     return {"comparisons": len(verdicts), "significant": hits, "false_positive_rate": hits / len(verdicts)}
 
@@ -176,7 +195,7 @@ def _best(rows: Sequence[TrialRow], search: Search) -> list[int]:
         if r["state"] == TrialState.COMPLETE and r["feasible"] and r["verdict"] == "better" and not r["is_baseline"]
     ]
     sign = -1 if first.resolved_direction == "maximize" else 1
-    winners.sort(key=lambda r: sign * r["ratios"][first.metric]["ratio"])
+    winners.sort(key=lambda r: sign * (r["ratios"][first.metric]["ratio"] or 1.0))  # "better": it has a ratio
     return [r["number"] for r in winners]
 
 
@@ -191,24 +210,26 @@ def _importance(study: optuna.Study) -> dict[str, float]:
         return {}
 
 
-def winner(rows: Sequence[TrialRow], confirmation: dict[str, Any] | None) -> Winner:
+def winner(rows: Sequence[TrialRow], confirmation: ConfirmationRecord | None) -> Winner:
     """The configuration to deploy: the confirmed winner with its confirmation estimate as the effect, or vLLM
     as installed when confirmation found none (or has not run)."""
-    decision = (confirmation or {}).get("decision") or {}
-    number = decision.get("winner")
+    decision = confirmation["decision"] if confirmation else None
+    number = decision["winner"] if decision else None
     row = next((r for r in rows if r["number"] == number), None) if number is not None else None
     strategies = row["strategies"] if row else {}
     engine = row["engine"] if row else {}
-    variables = (row.get("env") or {}) if row else {}
+    variables = (row["env"] or {}) if row else {}
     return {
         "trial": row["number"] if row else None,
         "confirmed": row is not None,
-        "reason": decision.get("reason", "no confirmed winner"),
-        "effect": next((r["confirmation"] for r in decision.get("rows", []) if r["trial"] == number), None),
-        "repeated_ci": decision.get("repeated_ci"),
+        "reason": decision["reason"] if decision else "no confirmed winner",
+        "effect": next((r["confirmation"] for r in decision["rows"] if r["trial"] == number), None)
+        if decision
+        else None,
+        "repeated_ci": decision["repeated_ci"] if decision else None,
         "strategies": strategies,
         "engine": engine,
-        "env": f"TUNER_PLUGIN='{encode_spec(strategies)}'",
+        "env": f"TUNER_PLUGIN='{encode_spec({name: dict(params) for name, params in strategies.items()})}'",
         "vllm_env": {name: env_text(value) for name, value in variables.items()},
     }
 
@@ -229,13 +250,13 @@ def write_outputs(summary: SweepSummary, out_dir: Path) -> list[Path]:
         text = f"{best['reason']}\nDeploy vLLM as installed (no TUNER_PLUGIN, no engine-arg changes).\n"
         return [*written, write_text(out_dir / "no-confirmed-winner.txt", text)]
     flags = shlex.join(cli_flags(best["engine"]))
-    assignments = [best["env"], *(f"{k}={shlex.quote(v)}" for k, v in best.get("vllm_env", {}).items())]
+    assignments = [best["env"], *(f"{k}={shlex.quote(v)}" for k, v in best["vllm_env"].items())]
     env = (
         f"# {best['reason']}\n"
         f"# Enable in production: pip install vllm-hosttune, then\n"
         f"#   {' '.join(assignments)} vllm serve MODEL {flags}\n" + "".join(f"{a}\n" for a in assignments)
     )
-    deploy = {"strategies": best["strategies"], "engine": best["engine"], "env": best.get("vllm_env", {})}
+    deploy = {"strategies": best["strategies"], "engine": best["engine"], "env": best["vllm_env"]}
     body = yaml.safe_dump(deploy, sort_keys=True)
     return [
         *written,
@@ -245,7 +266,7 @@ def write_outputs(summary: SweepSummary, out_dir: Path) -> list[Path]:
 
 
 def verdict_line(summary: SweepSummary) -> str:
-    aa = summary.get("aa")
+    aa = summary["aa"]
     if aa:
         return "A/A: " + "; ".join(
             f"{method}: {c['significant']} of {c['comparisons']} comparisons called significant "
@@ -266,16 +287,16 @@ def detectable(summary: SweepSummary) -> str:
     """The smallest gain the sweep could confirm: at the pairs each candidate spent, else at its planned
     confirmation, else at the plan the noise before screening promised (the best candidate's, or way of
     measuring's)."""
-    confirmation = summary.get("confirmation") or {}
-    spent = confirmation.get("mde_spent")
-    if isinstance(spent, dict) and any(v is not None for v in spent.values()):
-        trial, value = min(((t, v) for t, v in spent.items() if v is not None), key=lambda item: item[1])
+    confirmation, power = summary["confirmation"], summary["power"]
+    spent = {t: v for t, v in (confirmation["mde_spent"] if confirmation else {}).items() if v is not None}
+    if spent:
+        trial, value = min(spent.items(), key=lambda item: item[1])
         return f"minimum detectable effect {value:.2%} at the confirmation pairs spent (trial {trial})"
-    power = summary.get("power") or {}
-    planned = [c.get("mde") for c in (power.get("before_confirmation") or {}).get("candidates", [])]
-    planned += [
-        (g.get("confirmation") or {}).get("mde") for g in (power.get("before_screening") or {}).get("groups", [])
-    ]
+    before_confirmation, before_screening = power["before_confirmation"], power["before_screening"]
+    planned = [c["mde"] for c in before_confirmation["candidates"]] if before_confirmation else []
+    planned += (
+        [g["confirmation"]["mde"] for g in before_screening["groups"] if g["confirmation"]] if before_screening else []
+    )
     finite = [v for v in planned if v is not None]
     if finite:
         return f"minimum detectable effect {min(finite):.2%} at the planned confirmation"

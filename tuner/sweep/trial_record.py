@@ -10,18 +10,17 @@ cancels; the absolute medians stay in ``metrics``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
 
 from tuner.config import Search, StartConfig
 from tuner.measure import Arms, step_estimate
-from tuner.metrics import STEP_LEVEL_METRICS, quantity, tail_record
-from tuner.stats import RatioEstimate
+from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS, quantity, tail_record
+from tuner.plugin.protocol import ProcessReport
+from tuner.records import StoredRatio
+from tuner.stats import RatioEstimate, not_estimated
 from tuner.sweep.checks import slo
 from tuner.sweep.measuring import Measured
 from tuner.sweep.trial_attrs import TrialAttrs
-
-NOT_ESTIMATED = {"ratio": None, "ci_low": None, "ci_high": None, "verdict": "not_significant"}
-"""A ratio the measurement could not estimate (steps with no comparable batch)."""
 
 
 def configuration(config: StartConfig, *, aa: bool) -> TrialAttrs:
@@ -79,19 +78,18 @@ def trial_record(
         **_restarts(arms),
     }
     if steps is not None:
-        stored_run_level = {m: _stored(est, m, method) for m, est in run_level.items()}
-        record["step_interleave"] = {**steps.to_dict(), "run_level": stored_run_level}
+        run_level_ratios = {m: _stored(est, m, method) for m, est in run_level.items()}
+        record["step_interleave"] = {**steps.to_dict(), "run_level": run_level_ratios}
     if measured.gc_pacing is not None:
         record["gc_pacing"] = measured.gc_pacing
     return record, [values[o.metric] for o in search.objectives]
 
 
-def _stored(estimate: RatioEstimate | None, metric: str, method: str) -> dict[str, Any]:
-    """A ratio as the record keeps it, naming what it is a ratio of and (for steps) that steps measured it."""
-    data: dict[str, Any] = dict(NOT_ESTIMATED) if estimate is None else estimate.to_dict()
-    if method == "steps":
-        data["source"] = "steps"
-    return {**data, "quantity": quantity(metric, method)}
+def _stored(estimate: RatioEstimate | None, metric: str, method: str) -> StoredRatio:
+    """A ratio as the record keeps it, naming what it is a ratio of and (for steps) that steps measured it; one the
+    measurement could not estimate (steps with no comparable batch) has no numbers."""
+    data = estimate.to_dict() if estimate is not None else not_estimated(metric in HIGHER_IS_BETTER)
+    return {**data, "quantity": quantity(metric, method), "source": method}
 
 
 def _restarts(arms: Arms) -> TrialAttrs:
@@ -106,6 +104,18 @@ def _restarts(arms: Arms) -> TrialAttrs:
     }
 
 
-def _compact(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    keep = ("pid", "process_name", "roles", "active", "errors", "counters", "gc")
-    return [{k: p[k] for k in keep if k in p} for p in processes]
+def _compact(processes: Sequence[ProcessReport]) -> list[ProcessReport]:
+    """Each process's report without its steps: what a trial keeps of its telemetry."""
+    return [
+        {
+            "pid": p["pid"],
+            "process_name": p["process_name"],
+            "roles": p["roles"],
+            "forked": p["forked"],
+            "active": p["active"],
+            "errors": p["errors"],
+            "counters": p["counters"],
+            "gc": p["gc"],
+        }
+        for p in processes
+    ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal, TypedDict
 
 from tuner.traffic.shape import WorkloadShape
 
@@ -20,8 +20,8 @@ class DatasetRecord(TypedDict):
     bad_examples: list[str]
     before_window: int
     clipped: int  # too_long: clip: requests shortened (prompt first)
-    # Of those, requests whose output alone exceeded the context and was shortened too (absent before 2026-11-27).
-    output_clipped: NotRequired[int]
+    # Of those, requests whose output alone exceeded the context and was shortened too (0 in records before 2026-11-27).
+    output_clipped: int
     requests: int  # replayed
     sample: str
     schedule: str | None

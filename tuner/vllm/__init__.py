@@ -11,7 +11,7 @@ from tuner.vllm.arguments import (
     resolve_engine_args,
     value_problem,
 )
-from tuner.vllm.environment import environment_record
+from tuner.vllm.environment import EnvironmentRecord, environment_record
 from tuner.vllm.imports import (
     engine_arg_names,
     env_overlay,
@@ -25,6 +25,7 @@ from tuner.vllm.imports import (
 __all__ = [
     "BUILTIN_DIR",
     "BUILTIN_PREFIX",
+    "EnvironmentRecord",
     "cli_flags",
     "condense",
     "engine_arg_names",

@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ BUILTIN_PREFIX = "builtin:"
 BUILTIN_DIR = Path(__file__).parent.parent / "models"
 
 
-def cli_flags(args: dict[str, Any]) -> list[str]:
+def cli_flags(args: Mapping[str, Any]) -> list[str]:
     """``EngineArgs`` values as ``vllm serve`` flags (the one mapping: serve mode and ``winner.env`` use it).
 
     ``None`` leaves the default; booleans become ``--flag`` / ``--no-flag``; mappings are JSON; lists give one

@@ -7,7 +7,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from tuner.vllm.imports import versions
 
@@ -41,7 +41,20 @@ def _git_sha(cwd: Path) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def environment_record() -> dict[str, Any]:
+class EnvironmentRecord(TypedDict):
+    """What a result was measured on (every key present after loading; None where a record does not say)."""
+
+    python: str | None
+    platform: str | None
+    cpu_count: int | None
+    cpu_model: str | None
+    device: str | None
+    versions: dict[str, str | None]  # distribution: version (None: not installed)
+    git_sha: str | None
+    hostname: str | None
+
+
+def environment_record() -> EnvironmentRecord:
     """A JSON-ready description of the machine and software under test."""
     return {
         "python": sys.version.split()[0],
