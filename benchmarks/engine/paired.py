@@ -68,8 +68,7 @@ def paired_runs(
         for arm in (second, first) if flip else (first, second):
             enter(arm)
             rep = bench.repetition(label=arm)
-            rep.pop("token_ids")
-            runs[arm].append(rep)
+            runs[arm].append({key: value for key, value in rep.items() if key != "token_ids"})
     return runs
 
 

@@ -21,7 +21,7 @@ from tuner.measure.gc_pacing import (
 from tuner.measure.grain import Grain, grain_for, paces_gc
 from tuner.measure.interleave import InterleaveResult, interleaved_comparison, step_estimate, step_pairs
 from tuner.measure.pairing import Arms, Restarts, left_out_of_steps, paired_runs, step_interleavable
-from tuner.measure.workbench import StrategyNotActive, Workbench, inactive_strategies
+from tuner.measure.workbench import MeasuredRepetition, StrategyNotActive, Workbench, inactive_strategies
 from tuner.measure.workload import PreparedTraffic, experiment_workload, prepare
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "Arms",
     "Grain",
     "InterleaveResult",
+    "MeasuredRepetition",
     "PacingComparison",
     "PreparedTraffic",
     "Restarts",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from strategies import Role, strategy_classes
 from tuner.config import Experiment, Serve
@@ -10,7 +10,7 @@ from tuner.engine import EndpointSession, EngineSession, OfflineSession, ServerS
 from tuner.errors import EnvNotInForce, StrategyNotActive
 from tuner.feedback import SILENT, Feedback, task
 from tuner.measure.workload import PreparedTraffic, build_requests, prepare
-from tuner.metrics import attribute, met_each, summarize
+from tuner.metrics import Attribution, RunMetrics, attribute, met_each, summarize
 from tuner.plugin.protocol import PLUGIN_ERROR, REPORT, RESET, ProcessReport, switch_request
 from tuner.traffic import RequestSpec, WorkloadRecord
 from tuner.vllm import env_text, resolve_engine_args
@@ -108,6 +108,16 @@ def open_session(
     return (StreamingSession if streaming else OfflineSession)(args, plugin_spec, variables)
 
 
+class MeasuredRepetition(TypedDict):
+    """One run of the workload (:meth:`Workbench.repetition`)."""
+
+    metrics: RunMetrics
+    processes: list[ProcessReport]  # one per vLLM process, without their raw step and pause intervals
+    tail: Attribution | None  # the tail attribution (None without streamed tokens or a shared clock)
+    token_ids: list[list[int]]  # each request's output token ids, in order
+    met: list[bool]  # each request: completed within every measure.slo target
+
+
 class Workbench:
     """A started engine plus the experiment's fixed requests: measure repetitions on it."""
 
@@ -180,7 +190,7 @@ class Workbench:
                 "warning",
             )
 
-    def repetition(self, feedback: Feedback = SILENT, label: str = "requests") -> dict[str, Any]:
+    def repetition(self, feedback: Feedback = SILENT, label: str = "requests") -> MeasuredRepetition:
         """Run the workload once; return its metrics, per-process telemetry, output token ids and whether each
         request met every ``measure.slo`` target."""
         workload = self.experiment.workload

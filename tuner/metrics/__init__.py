@@ -22,7 +22,7 @@ from tuner.metrics.tail_attribution import (
     pooled,
     tail_record,
 )
-from tuner.metrics.timings import RequestTiming, flat_metrics, met_each, summarize
+from tuner.metrics.timings import RequestTiming, RunMetrics, flat_metrics, met_each, summarize
 
 __all__ = [
     "HIGHER_IS_BETTER",
@@ -34,6 +34,7 @@ __all__ = [
     "Pair",
     "PooledAttribution",
     "RequestTiming",
+    "RunMetrics",
     "TailRecord",
     "Timeline",
     "attribute",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 import numpy as np
 
@@ -64,7 +64,35 @@ def met_each(timings: list[RequestTiming], slo: LatencyTargets) -> list[bool]:
     return [completed(t) and meets_slo(t, slo) for t in timings]
 
 
-def summarize(timings: list[RequestTiming], wall_s: float, slo: LatencyTargets | None = None) -> dict[str, Any]:
+class RunMetrics(TypedDict):
+    """One repetition's metrics as measured (:func:`summarize`; :func:`flat_metrics` gives the names the metric table
+    uses): each latency family as ``{mean, p50, p90, p99}`` in ms, and what only some runs measure."""
+
+    wall_s: float
+    completed: int
+    failed: int
+    prompt_tokens: int
+    output_tokens: int
+    requests_per_s: float
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    goodput_requests_per_s: float
+    slo_attainment: float
+    ttft_ms: dict[str, float | None]
+    tpot_ms: dict[str, float | None]
+    itl_ms: dict[str, float | None]
+    e2e_ms: dict[str, float | None]
+    send_lag_p99_ms: NotRequired[float]  # requests sent on a schedule
+    send_lag_max_ms: NotRequired[float]
+    prefix_cache_hit_rate: NotRequired[float]  # where vLLM reported cached prompt tokens
+    peak_rss_mb: NotRequired[float]  # the engine's processes (none from an endpoint the tuner did not start)
+    gc_share_max: NotRequired[float]
+    gc_max_pause_ms: NotRequired[float]
+    gc_critical_share_max: NotRequired[float]
+    gc_critical_max_pause_ms: NotRequired[float]
+
+
+def summarize(timings: list[RequestTiming], wall_s: float, slo: LatencyTargets | None = None) -> RunMetrics:
     """Throughput, goodput under ``slo`` and latency distributions (ms) of one repetition."""
     done = [t for t in timings if completed(t)]
     good = sum(meets_slo(t, slo) for t in done) if slo is not None else len(done)
@@ -78,7 +106,7 @@ def summarize(timings: list[RequestTiming], wall_s: float, slo: LatencyTargets |
         if t.output_tokens > t.chunk_tokens[0]
     ]
     itl = np.concatenate([np.diff(t.chunk_times) * 1e3 for t in done]) if done else np.empty(0)
-    return replay_metrics(timings, done) | {
+    metrics: RunMetrics = {
         "wall_s": wall_s,
         "completed": len(done),
         "failed": len(timings) - len(done),
@@ -94,12 +122,12 @@ def summarize(timings: list[RequestTiming], wall_s: float, slo: LatencyTargets |
         "itl_ms": percentiles(itl.tolist()),
         "e2e_ms": percentiles(e2e),
     }
+    return _with_replay(metrics, timings, done)
 
 
-def replay_metrics(timings: list[RequestTiming], done: list[RequestTiming]) -> dict[str, float]:
-    """How faithfully requests left on schedule (``send_lag_*``: after their due time, queueing behind a concurrency
-    cap included) and the share of prompt tokens vLLM served from its prefix cache, where known."""
-    metrics: dict[str, float] = {}
+def _with_replay(metrics: RunMetrics, timings: list[RequestTiming], done: list[RequestTiming]) -> RunMetrics:
+    """``metrics`` with how faithfully requests left on schedule (``send_lag_*``: after their due time, queueing
+    behind a concurrency cap included) and the share of prompt tokens vLLM served from its prefix cache, where known."""
     lags = [(t.sent - t.scheduled) * 1e3 for t in timings if t.scheduled is not None]
     if lags:
         metrics["send_lag_p99_ms"] = float(np.percentile(lags, 99))

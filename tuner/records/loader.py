@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from tuner.errors import UserError
-from tuner.metrics import Attribution, TailRecord
+from tuner.metrics import Attribution, RunMetrics, TailRecord
 from tuner.plugin.protocol import ProcessReport
 from tuner.records.json_values import JsonObject, StrategyParams
 from tuner.records.sections import (
@@ -77,7 +77,7 @@ class Repetition(TypedDict):
     """One measured repetition of a run."""
 
     index: int
-    metrics: JsonObject  # nested: latency families as {mean, p50, p90, p99}
+    metrics: RunMetrics | JsonObject  # as measured; an older run's may lack metrics added since
     processes: list[ProcessReport]  # one per vLLM process (none from an endpoint the tuner did not start)
     tail: Attribution | None  # the tail attribution (None without streamed tokens)
 
