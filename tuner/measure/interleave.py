@@ -63,13 +63,47 @@ from tuner.plugin.protocol import (
     interleave_start,
 )
 from tuner.records import StepComparisonRecord
-from tuner.stats import GUARD_MARGIN, RatioEstimate, Verdict, WholeGuard, paired_ratio_of_sums, reached_precision
+from tuner.stats import (
+    GUARD_MARGIN,
+    RatioEstimate,
+    StallRule,
+    Verdict,
+    WholeGuard,
+    paired_ratio_of_sums,
+    reached_precision,
+)
 
 Estimand = Literal["body", "mean"]
 PairSums = tuple[BlockSum, BlockSum]  # (A, B) steps and seconds of one pair
 
 
-@dataclass
+@dataclass(frozen=True)
+class EngineFacts:
+    """What the engine's processes said of a comparison when it stopped (nothing for blocks alone)."""
+
+    elapsed_s: float = 0.0
+    driven_by: str = "offline batches"  # what loaded the engine: offline batches, or the workload's arrivals
+    gen0_collections: int = 0  # the most any engine process made during the comparison
+    gc_share: float = 0.0  # the largest share of time any engine process spent collecting
+    gc_pauses: list[GcPause] = field(default_factory=list)  # every engine process's collections, in time order
+    paced: dict[int, ArmPacing] = field(default_factory=dict)  # per engine process: each arm's thresholds, allocations
+    worker_pauses_dropped: int = 0  # worker GC pauses the probes' rings no longer held: not in any step's GC time
+
+    @classmethod
+    def of(cls, stopped: list[ProcessReport], *, elapsed_s: float, driven_by: str) -> EngineFacts:
+        engine = [r for r in stopped if is_engine_process(r)]
+        return cls(
+            elapsed_s=elapsed_s,
+            driven_by=driven_by,
+            gen0_collections=max((r["gc"]["collections"][0] for r in engine), default=0),
+            gc_share=max((r["gc"]["gc_share"] for r in engine), default=0.0),
+            gc_pauses=engine_pauses(stopped),
+            paced=arm_pacing(stopped),
+            worker_pauses_dropped=sum(r["gc"]["pauses"]["dropped"] for r in stopped if is_worker_only(r)),
+        )
+
+
+@dataclass(frozen=True)
 class InterleaveResult:
     estimate: RatioEstimate | None  # the estimand's step time B/A: < 1 means B is faster
     pairs: list[tuple[float, float]] = field(default_factory=list)  # (A, B) the estimand's mean step per pair
@@ -202,24 +236,9 @@ def interleaved_comparison(
         stopped = session.control(INTERLEAVE_STOP)
         blocks += _drain(stopped)
     check_ran(stopped, {*arm_a, *arm_b})
-    result = counting.result(blocks, min_effect)
-    result.blocks = blocks
-    result.gc_pauses = engine_pauses(stopped)
-    result.paced = arm_pacing(stopped)
-    result.worker_pauses_dropped = sum(r["gc"]["pauses"]["dropped"] for r in stopped if is_worker_only(r))
-    result.driven_by = f"the workload's arrivals ({replay_line(workload)})" if arrivals else "offline batches"
-    result.elapsed_s = time.perf_counter() - started
-    engine = [r for r in stopped if is_engine_process(r)]
-    result.gen0_collections = max((r["gc"]["collections"][0] for r in engine), default=0)
-    result.gc_share = max((r["gc"]["gc_share"] for r in engine), default=0.0)
-    result.washout = max((b["washout"] for b in blocks), default=0)
-    if result.batch_size is not None:
-        rule = bench.experiment.measure.stalls.rule()
-        result.compared = [
-            (b["arm"], b["pair"], *step) for b in blocks for step in compared_steps(b, result.batch_size)
-        ]
-        result.stalls = compare_stalls(result.compared, rule, seed=seed)
-    return result
+    driven_by = f"the workload's arrivals ({replay_line(workload)})" if arrivals else "offline batches"
+    facts = EngineFacts.of(stopped, elapsed_s=time.perf_counter() - started, driven_by=driven_by)
+    return counting.result(blocks, min_effect, facts, bench.experiment.measure.stalls.rule(), seed=seed)
 
 
 def step_pairs(
@@ -288,8 +307,17 @@ class Counting:
             return [((a[0], a[1]), (b[0], b[1])) for a, b in body_pair_sums(blocks, size, least)]
         return pair_sums(blocks, size, least, self.exclude_gc)
 
-    def result(self, blocks: list[BlockRecord], margin: float | None) -> InterleaveResult:
-        """The comparison's estimate (and the body's guard) from ``blocks``, with the same pairs' whole seconds."""
+    def result(
+        self,
+        blocks: list[BlockRecord],
+        margin: float | None,
+        facts: EngineFacts | None = None,
+        stall_rule: StallRule | None = None,
+        *,
+        seed: int = 0,
+    ) -> InterleaveResult:
+        """The comparison from ``blocks``: its estimate (and the body's guard), the same pairs' whole seconds, what
+        the engine said of it (``facts``) and, with a ``stall_rule``, its stalls."""
         size = self.batch_size(blocks)
         sums = self.sums(blocks, size)
         if self.estimand == "mean" and not self.exclude_gc:
@@ -300,6 +328,12 @@ class Counting:
         guard = None
         if self.estimand == "body" and len(whole) >= 2:
             guard = WholeGuard(_ratio(whole, margin=margin), GUARD_MARGIN)
+        facts = facts or EngineFacts()
+        compared = (
+            [(b["arm"], b["pair"], *step) for b in blocks for step in compared_steps(b, size)]
+            if size is not None and stall_rule is not None
+            else []
+        )
         return InterleaveResult(
             estimate=estimate,
             pairs=means_of(sums),
@@ -308,8 +342,19 @@ class Counting:
             estimand=self.estimand,
             guard=guard,
             steps=sum(len(b["dt"]) for b in blocks),
+            elapsed_s=facts.elapsed_s,
             batch_size=size,
             block_steps=self.block_steps,
+            washout=max((b["washout"] for b in blocks), default=0),
+            gen0_collections=facts.gen0_collections,
+            gc_share=facts.gc_share,
+            driven_by=facts.driven_by,
+            compared=compared,
+            blocks=blocks,
+            gc_pauses=facts.gc_pauses,
+            paced=facts.paced,
+            worker_pauses_dropped=facts.worker_pauses_dropped,
+            stalls=compare_stalls(compared, stall_rule, seed=seed) if size is not None and stall_rule else None,
         )
 
 
