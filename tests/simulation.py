@@ -27,12 +27,12 @@ from scipy import signal
 
 from tuner.metrics.pairs import Pair
 from tuner.stats import GUARD_MARGIN, RatioEstimate, drift_factors, mirrored_order, ratio_of_sums_estimates
-from tuner.sweep.checks import Check
 from tuner.sweep.confirmation import guard_check
 from tuner.sweep.decisions import confirm
 from tuner.sweep.plans import Candidate, ConfirmationPlan, Design, nominate, plan_candidate, plan_confirmation
-from tuner.sweep.power import Ranking, sweep_power
+from tuner.sweep.power_statements import Ranking, sweep_power
 from tuner.sweep.screening import ScreeningResult, gain_bounds, select_candidates
+from tuner.sweep.slo_checks import Check
 
 Order = Literal["mirrored", "random"]
 _Array = npt.NDArray[np.float64]

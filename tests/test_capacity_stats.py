@@ -1,6 +1,6 @@
 """The statistics of ``tuner capacity``: the paired attainment difference at one load
 (:mod:`tuner.stats.attainment`), each arm's capacity and their ratio (:mod:`tuner.stats.capacity`), and the search
-that decides where to measure (:mod:`tuner.stats.knee_search`), on hand-made cases and on simulated ones.
+that decides where to measure (:mod:`tuner.capacity.planner`), on hand-made cases and on simulated ones.
 
 The simulated cases draw requests from a latent model fast enough for a test: request i of a round has a latent
 uniform U_i shared by both arms (the same requests), correlated within blocks of 20 consecutive requests (bursts:
@@ -26,8 +26,8 @@ from scipy.optimize import isotonic_regression, minimize_scalar
 from scipy.stats import binom, norm
 from scipy.stats import t as student
 
+from tuner.capacity.planner import KneePlanner, _noise
 from tuner.stats import (
-    KneeSearch,
     LevelResult,
     PairedCounts,
     attainment_difference,
@@ -38,7 +38,6 @@ from tuner.stats import (
     rounds_needed,
 )
 from tuner.stats.attainment import tango_score
-from tuner.stats.knee_search import _noise
 
 REQUESTS = 300
 MAX_AA_FLAGS = binom.ppf(0.999, 2000, 0.05) / 2000
@@ -295,7 +294,7 @@ def test_resolvable_and_rounds_needed_agree() -> None:
 # --- the knee search ------------------------------------------------------------------------------------------------
 
 
-def _run(search: KneeSearch, ratio: float = 1.0, seed: int = 0, knee: float = 10.0) -> list[tuple[float, int, str]]:
+def _run(search: KneePlanner, ratio: float = 1.0, seed: int = 0, knee: float = 10.0) -> list[tuple[float, int, str]]:
     """Drive ``search`` on the latent model (knee of A at ``knee``) until it stops; the probes it asked for."""
     rng = np.random.default_rng(seed)
     asked = []
@@ -312,7 +311,7 @@ def _run(search: KneeSearch, ratio: float = 1.0, seed: int = 0, knee: float = 10
 def test_the_search_brackets_up_then_halves_then_measures_a_grid_in_passes() -> None:
     """From 2 by doubling: 2, 4, 8 meet the target, 16 misses it; 8-16 is halved to 11.3, then 9.5 (within the
     1.26 span); then one round per pass at every grid load, all of a pass in the same pass."""
-    search = KneeSearch(2.0, 0.95, budget=120, precision=0.01)
+    search = KneePlanner(2.0, 0.95, budget=120, precision=0.01)
     asked = _run(search)
     bracket = [load for load, _, phase in asked if phase == "bracket"]
     assert bracket[:4] == [2.0, 4.0, 8.0, 16.0] and bracket[4] == pytest.approx(8 * math.sqrt(2))
@@ -351,7 +350,7 @@ def test_a_forecast_from_bracketing_rounds_reads_their_noise_in_round_order() ->
 def test_a_load_computed_again_is_the_measured_one() -> None:
     """A grid subdivided between 3.5355 and 5.946 passes through 5 but for float rounding: it is the level
     measured at 5, not a second level beside it (the fresh-clone demo's report once showed 5 twice)."""
-    search = KneeSearch(2.5, 0.95, budget=100)
+    search = KneePlanner(2.5, 0.95, budget=100)
     search.record(LevelResult.measured(5.0, [[True] * 4] * 2, [[True] * 4] * 2))
     low, high = 3.5355339059327378, 5.946035575013606  # the demo's: sqrt(2.5 * 5), sqrt(5 * 7.0710678118654755)
     steps = [low * (high / low) ** (i / 6) for i in range(7)]
@@ -363,7 +362,7 @@ def test_knees_far_apart_get_a_grid_each_and_stay_bracketed() -> None:
     """B serves half of A's load (knees at 10 and 5): the grid is two small grids, one around each crossing, with
     no loads in the gap between them (a grid across both would measure ~8 loads there that decide nothing), and
     each arm's capacity lies between two grid loads at most ``resolution`` apart, found with a bounded ratio."""
-    search = KneeSearch(2.0, 0.95, budget=300, precision=0.03)
+    search = KneePlanner(2.0, 0.95, budget=300, precision=0.03)
     _run(search, ratio=0.5)
     found = search.estimate()
     assert search.grid is not None and found is not None
@@ -379,7 +378,7 @@ def test_knees_far_apart_get_a_grid_each_and_stay_bracketed() -> None:
 
 def test_the_search_brackets_down_from_a_load_that_misses() -> None:
     """From 40 by halving: 40 and 20 miss, 10 or 5 meets; B's knee (12% higher) lies inside the same bracket."""
-    search = KneeSearch(40.0, 0.95, budget=60, precision=0.01)
+    search = KneePlanner(40.0, 0.95, budget=60, precision=0.01)
     asked = _run(search, ratio=1.12)
     assert [load for load, _, _ in asked[:3]] == [40.0, 20.0, 10.0]
     found = search.estimate()
@@ -388,7 +387,7 @@ def test_the_search_brackets_down_from_a_load_that_misses() -> None:
 
 def test_integer_loads_stay_integers_and_distinct() -> None:
     """A concurrency: every load asked for is a whole number, none twice in one pass, and the limits hold."""
-    search = KneeSearch(3.0, 0.95, budget=100, integer=True, min_load=2, max_load=40, precision=0.01)
+    search = KneePlanner(3.0, 0.95, budget=100, integer=True, min_load=2, max_load=40, precision=0.01)
     asked = _run(search)
     assert all(load == int(load) and 2 <= load <= 40 for load, _, _ in asked)
     assert (
@@ -398,7 +397,7 @@ def test_integer_loads_stay_integers_and_distinct() -> None:
 
 def test_the_search_stops_on_its_budget() -> None:
     """A budget of 40 runs: the search stops when the next probe would overrun it, having spent at most 40."""
-    search = KneeSearch(5.0, 0.95, budget=40, precision=0.001)
+    search = KneePlanner(5.0, 0.95, budget=40, precision=0.001)
     _run(search)
     assert search.stop_reason == "budget" and 34 <= search.spent <= 40
 
@@ -406,7 +405,7 @@ def test_the_search_stops_on_its_budget() -> None:
 def test_the_search_runs_the_passes_its_pilot_planned() -> None:
     """A loose precision: after the pilot's 2 passes the plan asks for no more, and the search stops there with
     a bounded interval; the forecast made before the run from a guessed SD was finite."""
-    search = KneeSearch(5.0, 0.95, budget=200, precision=0.5)
+    search = KneePlanner(5.0, 0.95, budget=200, precision=0.5)
     assert math.isfinite(search.forecast(log_sd=0.05).precision)
     _run(search)
     assert search.stop_reason == "planned" and search.done == search.planned == 2
@@ -418,11 +417,11 @@ def test_the_forecast_states_its_precision_as_a_range_that_narrows_as_rounds_are
     """Once rounds are measured, the forecast's precision comes with the range the noise read from them may
     stand in (:func:`tuner.stats.predict_sd`): it holds the point, and it is narrower after more rounds. Before
     any round, from a guessed SD alone, the range is unbounded above."""
-    guessed = KneeSearch(5.0, 0.95, budget=400, precision=0.01).forecast(log_sd=0.05)
+    guessed = KneePlanner(5.0, 0.95, budget=400, precision=0.01).forecast(log_sd=0.05)
     assert guessed.precision_range[0] <= guessed.precision and guessed.precision_range[1] == math.inf
     widths = []
     for budget in (60, 400):
-        search = KneeSearch(5.0, 0.95, budget=budget, precision=0.01)
+        search = KneePlanner(5.0, 0.95, budget=budget, precision=0.01)
         _run(search)
         forecast = search.forecast(log_sd=0.05)
         low, high = forecast.precision_range
@@ -439,7 +438,7 @@ def test_a_planned_stop_waits_until_every_grid_load_has_two_rounds() -> None:
     grid load."""
     extended = 0
     for ratio, seed in itertools.product((0.9, 1.1, 1.3), range(14)):
-        search = KneeSearch(9.0, 0.95, budget=400, precision=0.1)
+        search = KneePlanner(9.0, 0.95, budget=400, precision=0.1)
         _run(search, ratio=ratio, seed=seed)
         if search.stop_reason == "planned":
             assert search.grid is not None and search.planned is not None
@@ -450,7 +449,7 @@ def test_a_planned_stop_waits_until_every_grid_load_has_two_rounds() -> None:
 
 def test_the_search_stops_at_max_rounds() -> None:
     """An unreachable precision and a large budget: it stops when a grid load has ``max_rounds`` rounds."""
-    search = KneeSearch(5.0, 0.95, budget=10_000, precision=1e-6, max_rounds=6)
+    search = KneePlanner(5.0, 0.95, budget=10_000, precision=1e-6, max_rounds=6)
     _run(search)
     assert search.stop_reason == "max_rounds" and max(level.counts.rounds for level in search.levels) == 6
 
@@ -458,7 +457,7 @@ def test_the_search_stops_at_max_rounds() -> None:
 def test_both_arms_beyond_the_highest_allowed_load_is_censored() -> None:
     """The knee at 10 and a limit at 6: both arms meet the target at every allowed load; nothing can be bracketed,
     the search says so, and the ratio is unknown."""
-    search = KneeSearch(2.0, 0.95, budget=200, max_load=6.0)
+    search = KneePlanner(2.0, 0.95, budget=200, max_load=6.0)
     asked = _run(search)
     assert [load for load, _, _ in asked] == [2.0, 4.0, 6.0] and search.stop_reason == "censored"
     found = search.estimate()
@@ -470,7 +469,7 @@ def test_an_arm_no_longer_bracketed_is_bracketed_again_a_growth_step_away() -> N
     in every round after, as on the CPU engine: once the first pass of the grid ends, B's crossing lies below every
     load measured, and the grid gains 20 (as bracketing goes), not 40 / 1.1 (one step of the grid's resolution per
     pass, which spent that search's budget creeping towards a knee 25% lower)."""
-    search = KneeSearch(40.0, 0.9, budget=1_000, growth=2.0, rounds=2)
+    search = KneePlanner(40.0, 0.9, budget=1_000, growth=2.0, rounds=2)
 
     def level(load: float, a: float, b: float, passes: tuple[int, ...]) -> LevelResult:
         def met(share: float) -> list[list[bool]]:

@@ -30,7 +30,7 @@ from tuner.metrics.tail_attribution import attribute, tail_record
 from tuner.records.loader import load
 from tuner.report.compare import compare_sides, load_side
 from tuner.report.describe import pick_best
-from tuner.report.run import build_report
+from tuner.report.build import build_report
 from tuner.series.entries import BENCH_ENTRY_SCHEMA, validate
 from tuner.series.export import bench_entries, config_name
 

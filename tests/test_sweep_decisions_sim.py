@@ -32,7 +32,6 @@ from simulation import (
 
 from tuner.metrics.pairs import pairs_estimate
 from tuner.stats import RatioEstimate, boundary_crossing, obf_boundaries, obf_constant, paired_ratio, pairs_needed
-from tuner.sweep.checks import non_inferiority, slo
 from tuner.sweep.decisions import bounded_gain, confirm, repeated_interval, sign_flip_z
 from tuner.sweep.plans import (
     CONFIRMATION_PACE,
@@ -45,8 +44,9 @@ from tuner.sweep.plans import (
     plan_candidate,
     plan_confirmation,
 )
-from tuner.sweep.power import Ranking, confirmation_lines, selection_chance
+from tuner.sweep.power_statements import Ranking, confirmation_lines, selection_chance
 from tuner.sweep.screening import ScreeningResult, gain_bounds, ruled_out, select_candidates
+from tuner.sweep.slo_checks import non_inferiority, slo
 
 FLIPS = 1000  # sign flips per confirmation look in these tests (see the module docstring)
 MIXED = (FINE_GRAIN,) * 4 + (SLOW_GRAIN,) * 3 + (RUN_GRAIN,) * 3

@@ -438,7 +438,7 @@ def test_workload_inspect_with_skip_bad_counts_what_it_skipped(tmp_path: Path) -
     ("fixture", "result"), [("run", "run/run.json"), ("sweep-exp", "sweep-exp/sweep/summary.json")]
 )
 def test_reports_show_the_workload_they_hold_for(fixture: str, result: str, tmp_path: Path) -> None:
-    from tuner.report.run import build_report
+    from tuner.report.build import build_report
 
     fixtures = Path(__file__).parent / "fixtures"
     data = json.loads((fixtures / result).read_text())

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from tests.venvs import make_venv
 from tuner.cli.main import app
-from tuner.versions.compare import Start, StartResult, bisect, compare, pairs, start_order
+from tuner.versions.start_pairs import Start, StartResult, bisect, compare, pairs, start_order
 
 EXPERIMENT = Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml"
 

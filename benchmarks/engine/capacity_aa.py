@@ -3,12 +3,12 @@
 
     python -m benchmarks.engine.capacity_aa [--mode engine|serve] [--aa 5] [--slow 2] [--out FILE]
 
-The A/A configuration is ``known_delay`` with no delay: every engine process switches between the arms as in a
-real comparison, and nothing differs. The slowdown is a 5 ms wait before every batch the worker executes. The
-workload is the engine test's (``tests/test_capacity.py``): 48 requests of 16 + 16 tokens at a Poisson rate, TTFT
-<= 200 ms for 90% of them, a 90 s budget per search; each search draws other requests (its own seed). With
-``--mode serve`` every search runs through one OpenAI server the tool starts (client, API server, EngineCore and
-worker on this host), as ``mode: serve`` does. Each row keeps the host's load over its runs (``host``: how many
+The A/A configuration is ``known_delay`` with no delay: every engine process switches between the arms as in a real
+comparison, and nothing differs. The slowdown is a 5 ms wait before every batch the worker executes. The workload is
+the engine test's (``tests/engine/test_capacity_engine.py``): 48 requests of 16 + 16 tokens at a Poisson rate, TTFT
+<= 200 ms for 90% of them, a 90 s budget per search; each search draws other requests (its own seed). With ``--mode
+serve`` every search runs through one OpenAI server the tool starts (client, API server, EngineCore and worker on
+this host), as ``mode: serve`` does. Each row keeps the host's load over its runs (``host``: how many
 were saturated per arm, and the closing note).
 """
 

@@ -2,7 +2,7 @@
 
     nice -n 19 python -m benchmarks.simulations.capacity_sim [--out results/reference/capacity-sim.json] [--searches N]
 
-No engine: a queueing model driven through tuner.stats' real attainment test, capacity estimate and KneeSearch.
+No engine: a queueing model driven through tuner.stats' real attainment test, capacity estimate and KneePlanner.
 Requests arrive as a Poisson process at the load (requests/s) or in bursts (geometric sizes, mean ``mean_burst``)
 so that misses cluster; the server batches continuously in steps of ``base + per_seq x batch + per_token x prompt
 tokens admitted`` s (at most ``max_batch``), admits in arrival order, prefills in the admitting step and decodes a
@@ -36,11 +36,11 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
+from tuner.capacity import KneePlanner
 from tuner.records.files import write_json
 from tuner.stats import capacity
 from tuner.stats.attainment import PairedCounts, attainment_difference, round_design_effect, tango_score
 from tuner.stats.capacity import LevelResult
-from tuner.stats.knee_search import KneeSearch
 
 Bools = npt.NDArray[np.bool_]
 Floats = npt.NDArray[np.floating[Any]]
@@ -245,8 +245,8 @@ def attainment_test(rng: np.random.Generator, world: World, load: float, rounds:
 
 
 def run_searches(
-    rng: np.random.Generator, world: World, count: int, make: Callable[[], KneeSearch]
-) -> list[KneeSearch]:
+    rng: np.random.Generator, world: World, count: int, make: Callable[[], KneePlanner]
+) -> list[KneePlanner]:
     """``count`` searches advanced in lockstep, each round of probes simulated as one batch; every round of one pass
     of a search replays one request set (scaled to its load), as a workload seeded by the pass would."""
     searches = [make() for _ in range(count)]
@@ -295,7 +295,7 @@ def rejected_intervals(levels: tuple[LevelResult, ...], target: float, confidenc
     return {"jackknife_t": (point - half, point + half), "bootstrap_percentile": (float(low), float(high))}
 
 
-def summarize_searches(searches: list[KneeSearch], truth: float) -> dict[str, Any]:
+def summarize_searches(searches: list[KneePlanner], truth: float) -> dict[str, Any]:
     """Coverage of ``truth``, calls, precision and runs of finished searches, beside the rejected intervals."""
     done = [(s, e) for s in searches if (e := s.estimate()) is not None]
     covered: Counter[str] = Counter()
@@ -380,8 +380,8 @@ def main() -> None:
     for name, bursty, effect, budget in SEARCHES:
         start = 0.6 * knees[bursty, 0.0]
 
-        def make(start: float = start, budget: float = budget) -> KneeSearch:
-            return KneeSearch(start, args.target, budget=budget, precision=args.precision)
+        def make(start: float = start, budget: float = budget) -> KneePlanner:
+            return KneePlanner(start, args.target, budget=budget, precision=args.precision)
 
         finished = run_searches(rng, replace(worlds[bursty], effect=effect), args.searches, make)
         truth = knees[bursty, effect] / knees[bursty, 0.0] if effect else 1.0

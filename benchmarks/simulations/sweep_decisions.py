@@ -3,11 +3,11 @@
     python -m benchmarks.simulations.sweep_decisions [--sweeps 1000] [--out results/reference/sweep-decisions-sim.json]
 
 Drives the harness of tests/simulation.py through the tool's real decision code (tuner.sweep.decisions,
-tuner.sweep.plans, tuner.sweep.power) with the default design (up to 3 candidates by screening lower bound, each
-confirmed on its own plan within its own budget, one-sided 2.5% with Holm, 4 O'Brien-Fleming looks read on each
-look's sign-flip test with the tool's 10,000 flips). The sweeps mix grains as a real space does: 8 trials in
-short step blocks (per-pair SD ~0.036, 10 pairs/s, 20 s of screening), 6 in slow step blocks (~0.11,
-0.5 pairs/s) and 6 in run-level pairs (~0.15, a pair every 5 s), with 30 s of confirmation per candidate (the
+tuner.sweep.plans, tuner.sweep.power_statements) with the default design (up to 3 candidates by screening lower
+bound, each confirmed on its own plan within its own budget, one-sided 2.5% with Holm, 4 O'Brien-Fleming looks read
+on each look's sign-flip test with the tool's 10,000 flips). The sweeps mix grains as a real space does: 8 trials in
+short step blocks (per-pair SD ~0.036, 10 pairs/s, 20 s of screening), 6 in slow step blocks (~0.11, 0.5 pairs/s)
+and 6 in run-level pairs (~0.15, a pair every 5 s), with 30 s of confirmation per candidate (the
 quickstart's budgets). Prints, and writes as JSON:
 
 1. the sweep-level false-winner rate when nothing helps;

@@ -4,7 +4,7 @@ A round runs the reference arm and the configuration once each at the level's lo
 engine, in mirrored order across rounds (AB BA AB ...; the first arm drawn from the level's seed), so that drift
 and carry-over hit both arms alike. Both arms replay the same requests at the same send times, so each request is
 met or missed in both: the paired per-request comparison of :mod:`tuner.stats.attainment`. Each round belongs to a
-pass of the search (:class:`tuner.stats.KneeSearch`), and the caller gives the requests of each pass
+pass of the search (:class:`tuner.capacity.search.KneeSearch`), and the caller gives the requests of each pass
 (``bench_for``): a synthetic workload is seeded by its pass, so every load of a pass replays the same requests, as
 the arms of a round do.
 """

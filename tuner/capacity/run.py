@@ -1,12 +1,12 @@
 """``tuner capacity``: the largest load at which the SLO holds, for the reference and a configuration, and their
 ratio with a CI, on one engine with the arms switched in place.
 
-The search (:class:`tuner.stats.KneeSearch`, run by :mod:`tuner.capacity.search`) brackets each arm's knee by a
-growth factor, then measures a grid of loads around each knee round by round (:mod:`tuner.capacity.levels`) until
-the capacity ratio's CI is as narrow as asked or the budget of engine seconds is spent. What the budget can resolve
-is said before the run and again once the knee is bracketed (from the bracketing's own noise). ``capacity.json`` is
-rewritten after every level, so Ctrl-C keeps what was measured. This module checks what is compared, starts the
-engine, and writes the record's frame and its end.
+The search (:class:`tuner.capacity.search.KneeSearch`, asking :mod:`tuner.capacity.planner` where to measure next)
+brackets each arm's knee by a growth factor, then measures a grid of loads around each knee round by round
+(:mod:`tuner.capacity.levels`) until the capacity ratio's CI is as narrow as asked or the budget of engine seconds
+is spent. What the budget can resolve is said before the run and again once the knee is bracketed (from the
+bracketing's own noise). ``capacity.json`` is rewritten after every level, so Ctrl-C keeps what was measured. This
+module checks what is compared, starts the engine, and writes the record's frame and its end.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import datetime
 from pathlib import Path
 
 from tuner.capacity.load import at_load, current_load
-from tuner.capacity.search import LoadSearch
+from tuner.capacity.search import KneeSearch
 from tuner.capacity.sentence import capacity_sentence
 from tuner.config import CapacitySearch, Experiment, LoadKnob, StartConfig, check_capacity, check_strategies
 from tuner.errors import UserError
@@ -66,7 +66,7 @@ def capacity_on(
     prepared = prepare(experiment, bench.session.vocab_size())  # read and built once, re-timed at every load
     first = Workbench(bench.session, at_load(experiment, knob, start), prepared)  # the start load's send times
     record = _new_record(experiment, configuration, against, knob, settings, start, first.workload)
-    search = LoadSearch(bench, experiment, knob, settings, arms, record, path, feedback)
+    search = KneeSearch(bench, experiment, knob, settings, arms, record, path, feedback)
     search.prepared(experiment.workload.seed, prepared)
     try:
         search.run(start, max(first.offsets))

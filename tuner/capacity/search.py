@@ -1,6 +1,7 @@
-"""The search loop of ``tuner capacity`` on a running engine: ask :class:`tuner.stats.KneeSearch` where to measure,
-measure both arms there (:mod:`tuner.capacity.levels`), merge the level into the record and save it, until the
-search stops; and say what the budget can resolve before the first run and once the knee is bracketed.
+"""The knee search of ``tuner capacity`` on a running engine (:class:`KneeSearch`): ask its planner
+(:class:`tuner.capacity.planner.KneePlanner`) where to measure, measure both arms there
+(:mod:`tuner.capacity.levels`), merge the level into the record and save it, until the search stops; and say what
+the budget can resolve before the first run and once the knee is bracketed.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from pathlib import Path
 
 from tuner.capacity.levels import MeasuredLevel, measure_level
 from tuner.capacity.load import at_load
+from tuner.capacity.planner import KneePlanner
 from tuner.config import CapacitySearch, Experiment, LoadKnob
 from tuner.feedback import Feedback, task
 from tuner.measure import PreparedTraffic, Workbench, prepare
 from tuner.plugin.protocol import StrategySet
 from tuner.records import ARMS, CapacityRecord, LevelRecord, save_capacity
-from tuner.stats import LEAST_ROUNDS, KneeSearch, LevelResult
+from tuner.stats import LEAST_ROUNDS, LevelResult
 
 
 def typical_wall(runs: dict[str, list[dict[str, float]]]) -> float:
@@ -29,7 +31,7 @@ def typical_wall(runs: dict[str, list[dict[str, float]]]) -> float:
 
 
 @dataclass
-class LoadSearch:
+class KneeSearch:
     """One capacity search: the engine, what it compares (``arms``: the reference's and the configuration's
     strategies), the record it fills and where it is saved after every level."""
 
@@ -50,7 +52,7 @@ class LoadSearch:
         (measured from then on)."""
         self._walls[start] = span_s + 1.0
         settings = self.settings
-        search = KneeSearch(
+        search = KneePlanner(
             start,
             settings.attainment,
             budget=settings.budget_s,
@@ -114,7 +116,7 @@ class LoadSearch:
         nearest = min(self._walls, key=lambda known: abs(math.log(known / load)))
         return self._walls[nearest] * (nearest / load if self.knob is not LoadKnob.CONCURRENCY else 1.0)
 
-    def _say_forecast(self, search: KneeSearch, *, bracketed: bool) -> None:
+    def _say_forecast(self, search: KneePlanner, *, bracketed: bool) -> None:
         """What the budget can resolve: said before the run (the grid guessed around the start, no noise known) and
         once the knee is bracketed (the grid as it is, the noise of the rounds so far)."""
         forecast = search.forecast()

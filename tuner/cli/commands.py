@@ -58,7 +58,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "report",
         results.report,
-        "tuner.report.run",
+        "tuner.report.build",
         "Markdown + HTML report with plots for a run, sweep or calibration",
     ),
     Command("compare", results.compare, "tuner.report.compare", "two runs, or two trials of a sweep, metric by metric"),

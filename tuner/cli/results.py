@@ -52,7 +52,7 @@ def report(
 ) -> None:
     """Write report.md, a self-contained report.html and PNG plots for a run or a sweep."""
     from tuner.cli.output import console, user_errors
-    from tuner.report.run import build_report
+    from tuner.report.build import build_report
 
     with user_errors():
         if storage is not None:

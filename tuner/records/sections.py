@@ -113,7 +113,8 @@ class CandidatePlanRecord(PlanRecord):
 
 
 class PowerGroupRecord(TypedDict):
-    """What the trials measured one way can detect, before screening (:class:`tuner.sweep.power.GroupPower`)."""
+    """What the trials measured one way can detect, before screening
+    (:class:`tuner.sweep.power_statements.GroupPower`)."""
 
     method: str
     grain: str

@@ -1,6 +1,7 @@
-"""Everything rendered from records: ``tuner report`` (``run``, which renders a sweep with ``sweep``) and ``tuner
-compare`` (``compare``), and what they share: ``describe`` (results in words and numbers), ``document`` (the
-Markdown and HTML document), the sections (``sections``, ``stall_section``, ``tail_section``, ``upstream_section``,
+"""Everything rendered from records: ``tuner report`` (``build``: a run's report with ``run``, a sweep's with
+``sweep``, a capacity search's with ``capacity``) and ``tuner compare`` (``compare``), and what they share:
+``describe`` (results in words and numbers), ``document`` (the Markdown and HTML document), the sections
+(``sections``, ``confirmation_section``, ``stall_section``, ``tail_section``, ``upstream_section``,
 ``workload_section``), the calibration's report (``calibration``) and the plots (``figures``, the canvas and
 palette; ``run_plots``, ``sweep_plots`` and ``gc_plots``, GC and the tail).
 

@@ -71,7 +71,6 @@ from tuner.stats.estimate import (
     reached_precision,
     within_margin,
 )
-from tuner.stats.knee_search import Forecast, KneeSearch, Probe
 from tuner.stats.power import Guard, detection_power, mde, mirrored_order, pairs_needed
 from tuner.stats.product import PRODUCT, in_orientation, product_estimate, unmeasured
 from tuner.stats.proportion import arm_attainment
@@ -105,13 +104,10 @@ __all__ = [
     "CollectorEstimate",
     "CollectorRecord",
     "Crossing",
-    "Forecast",
     "Guard",
     "GuardRecord",
-    "KneeSearch",
     "LevelResult",
     "PairedCounts",
-    "Probe",
     "ProcessBlock",
     "RateDifference",
     "RateDifferenceRecord",

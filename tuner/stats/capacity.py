@@ -27,7 +27,7 @@ resample agrees too, and the interval would otherwise collapse to a point.
 
 :func:`resolvable` says before a run what its rounds can resolve: the interval's half-width is t(rounds - 1) times
 the per-round SD of the log ratio over sqrt(rounds), with that SD from a pilot (:attr:`CapacityEstimate.log_sd` of
-an earlier estimate, or the pilot passes of :class:`tuner.stats.knee_search.KneeSearch`). It assumes the SD does not
+an earlier estimate, or the pilot passes of :class:`tuner.capacity.planner.KneePlanner`). It assumes the SD does not
 depend on the grid's spacing: a crossing is interpolated between two levels, whose attainment noise moves it by
 that noise over the curve's slope whatever their distance.
 """

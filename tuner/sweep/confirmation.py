@@ -30,11 +30,11 @@ from tuner.feedback import SILENT, Feedback
 from tuner.metrics import STEP_LEVEL_METRICS, Pair, guard_estimate, pairs_estimate, quantity
 from tuner.records import CandidatePlanRecord, ConfirmationPowerRecord, ConfirmationRecord, TrialState
 from tuner.stats import GUARD_MARGIN, MIN_SIGN_FLIP_PAIRS, RatioEstimate, finite_or_none, obf_boundaries
-from tuner.sweep.checks import Check, non_inferiority
 from tuner.sweep.decisions import Decision, confirm
 from tuner.sweep.plans import Candidate, CandidatePlan, ConfirmationPlan, Design, nominate
-from tuner.sweep.power import confirmation_lines
+from tuner.sweep.power_statements import confirmation_lines
 from tuner.sweep.screening import ScreeningResult, gain_bounds, ruled_out, select_candidates
+from tuner.sweep.slo_checks import Check, non_inferiority
 
 GUARDED = "whole step time, pauses included"
 """What the body's guard checks (:func:`guard_check`)."""

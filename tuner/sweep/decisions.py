@@ -30,9 +30,9 @@ from scipy import stats as _st
 
 from tuner.records import DecisionRecord, DecisionRowRecord
 from tuner.stats import PRODUCT, UNBOUNDED_LOG, RatioEstimate, holm, obf_boundaries, sequential_p_value
-from tuner.sweep.checks import Check
 from tuner.sweep.plans import CandidatePlan, ConfirmationPlan
 from tuner.sweep.screening import ScreeningResult, gain_bounds
+from tuner.sweep.slo_checks import Check
 
 __all__ = ["Decision", "Row", "bounded_gain", "confirm", "repeated_interval", "sign_flip_z"]
 

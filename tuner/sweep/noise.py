@@ -1,5 +1,5 @@
 """The power statement before screening: what each way of measuring the space's trials will use can detect, from
-the noise of that very method (:mod:`tuner.sweep.power`).
+the noise of that very method (:mod:`tuner.sweep.power_statements`).
 
 Each planned trial (every grid point, or each strategy of a sampled space alone) is measured one of four ways:
 restart pairs (it changes the engine start), step blocks at the calibrated grain, a GC-pacing comparison (the
@@ -24,7 +24,7 @@ from tuner.metrics import pairs_estimate, run_pair
 from tuner.records import Calibration, ScreeningPowerRecord
 from tuner.sweep.confirmation import design_for, restart_pairs_line
 from tuner.sweep.plans import Candidate, plan_candidate
-from tuner.sweep.power import GroupPower, Noise, group_powers
+from tuner.sweep.power_statements import GroupPower, Noise, group_powers
 
 Method = Callable[[StartConfig], str]
 """How a planned trial is measured: "restarts", "steps" or "runs"."""

@@ -18,8 +18,8 @@ from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS, quantity, tail_r
 from tuner.plugin.protocol import ProcessReport
 from tuner.records import StoredRatio
 from tuner.stats import RatioEstimate, not_estimated
-from tuner.sweep.checks import slo
 from tuner.sweep.measuring import Measured
+from tuner.sweep.slo_checks import slo
 from tuner.sweep.trial_attrs import TrialAttrs
 
 

@@ -16,7 +16,8 @@ from tuner.config import Experiment
 from tuner.feedback import SILENT, Feedback, TableData, task
 from tuner.records import new_run_dir, write_json
 from tuner.report import fmt_ci
-from tuner.versions.compare import (
+from tuner.versions.installs import Install, run_start
+from tuner.versions.start_pairs import (
     MIN_STARTS,
     Bisection,
     Comparison,
@@ -26,7 +27,6 @@ from tuner.versions.compare import (
     start_order,
     start_result,
 )
-from tuner.versions.installs import Install, run_start
 
 
 def compare_installs(

@@ -1,7 +1,8 @@
-"""Where to measure next when looking for two arms' capacities: a small, deterministic state machine.
+"""Where the knee search (:class:`tuner.capacity.search.KneeSearch`) measures next: a small, deterministic state
+machine, no engine.
 
-The command asks :meth:`KneeSearch.next_probe` for a load and a number of rounds, runs both arms there (each round
-one run per arm, in the mirrored order it keeps), and hands the level back to :meth:`KneeSearch.record`; nothing
+The command asks :meth:`KneePlanner.next_probe` for a load and a number of rounds, runs both arms there (each round
+one run per arm, in the mirrored order it keeps), and hands the level back to :meth:`KneePlanner.record`; nothing
 here is random or measured. Crossings are read as :func:`tuner.stats.capacity.crossing` reads them, on each arm's
 isotonic fit over every level measured so far.
 
@@ -32,7 +33,7 @@ and spent the CPU engine's budget before it reached it. It also stops when the n
 when a grid load has ``max_rounds``, or when neither arm has a crossing within the load limits.
 
 The budget is in the caller's units: runs by default (each round costs two), or any cost per run of a load given
-as ``run_cost`` (seconds, when the caller knows how long a run at that load takes). :meth:`KneeSearch.forecast`
+as ``run_cost`` (seconds, when the caller knows how long a run at that load takes). :meth:`KneePlanner.forecast`
 says what the rest of it is expected to resolve: the passes it buys and the precision
 :func:`tuner.stats.capacity.resolvable` expects at those rounds from a pilot SD (given, or the current estimate's).
 """
@@ -47,17 +48,17 @@ from typing import Literal
 
 import numpy as np
 
-from tuner.stats.attainment import LEAST_ROUNDS
-from tuner.stats.capacity import (
+from tuner.stats import (
+    LEAST_ROUNDS,
     CapacityEstimate,
     Crossing,
     LevelResult,
     capacity_ratio,
     crossing,
+    predict_sd,
     resolvable,
     rounds_needed,
 )
-from tuner.stats.sd_prediction import predict_sd
 
 Phase = Literal["bracket", "grid"]
 StopReason = Literal["planned", "budget", "max_rounds", "censored"]
@@ -87,7 +88,7 @@ class Forecast:
     precision_range: tuple[float, float] = (math.inf, math.inf)  # as the noise may stand at those rounds
 
 
-class KneeSearch:
+class KneePlanner:
     """The search described in the module docstring; the caller reads :attr:`levels` and :meth:`estimate`."""
 
     def __init__(
@@ -289,7 +290,7 @@ class KneeSearch:
         return float(min(max(self._round(load), low), high))
 
 
-def _beyond(search: KneeSearch, arm: Crossing) -> float | None:
+def _beyond(search: KneePlanner, arm: Crossing) -> float | None:
     """A growth step past the measured load on the side where ``arm``'s crossing is censored (None where the load
     limits stop it)."""
     edge = max(search._levels) if arm.bound == "at_least" else min(search._levels)
