@@ -1,4 +1,5 @@
-"""Shared fixtures. Engine tests start the real vLLM CPU engine (no mocks)."""
+"""The suite's plumbing: its environment, the shared engines and their order, fixtures. Engine tests start the real
+vLLM CPU engine (no mocks); what tests share to build their subjects is in :mod:`tests.support`."""
 
 from __future__ import annotations
 
@@ -8,63 +9,30 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import psutil
 import pytest
+
+from tests.support import STREAMING_ENGINE, TINY_ENGINE
 
 if TYPE_CHECKING:
     from tuner.engine.session import EngineSession
-    from tuner.measure.workbench import Workbench
 
 THIRD_PARTY = Path(__file__).parent / "third_party"
+"""Test subjects from outside the tuner: a third-party strategy package and the instruments tests inject."""
+PLUMBING = Path(__file__).parent / "plumbing"
+"""The suite's own plugin for the engine processes it starts (``suite_plumbing``: their fast exit)."""
 
-# Make the test-only third-party strategy package discoverable here and in every spawned vLLM process.
-sys.path.insert(0, str(THIRD_PARTY))
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(THIRD_PARTY), os.environ.get("PYTHONPATH")) if p)
+# Make both discoverable here and in every spawned vLLM process.
+sys.path[:0] = [str(THIRD_PARTY), str(PLUMBING)]
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(THIRD_PARTY), str(PLUMBING), os.environ.get("PYTHONPATH")) if p
+)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-# The engine processes of the suite end without the interpreter's 2-3 s teardown (tests/third_party/tuner_test_plugin/
+# The engine processes of the suite end without the interpreter's 2-3 s teardown (tests/plumbing/suite_plumbing/
 # fast_exit.py); a test that times engine stops asks for ``real_engine_stops``.
 os.environ.setdefault("TUNER_TEST_FAST_EXIT", "1")
 # pytest-xdist's workers set COLUMNS=80; the CLI's tables are tested at the width they have when piped (160).
 os.environ.pop("COLUMNS", None)
-
-TINY_ENGINE = {
-    "model": "builtin:opt-tiny",
-    "max_num_seqs": 16,
-    "max_model_len": 256,
-    "enforce_eager": True,
-    "kv_cache_memory_bytes": 64 << 20,  # ~16 MiB needed; reserving 20% of RAM costs 3 s per start
-    "dtype": "float32",  # 3x faster than bf16 on CPUs without bf16 units (62 -> 20 ms per step here)
-}
-
-
-def fixed_workload(num_prompts: int, output_len: int, input_len: int = 8) -> dict[str, object]:
-    """An offline workload of equal requests: every batch decodes at one batch size (step-level comparisons)."""
-    return {
-        "num_prompts": num_prompts,
-        "input_len": {"dist": "fixed", "value": input_len},
-        "output_len": {"dist": "fixed", "value": output_len},
-    }
-
-
-def decode_step_s(bench: Workbench, engine: dict[str, object]) -> float:
-    """The engine's mean decode step with its full batch running (an A/A of vLLM as installed, offline, for 3 s):
-    the unit the capacity tests size their targets, loads and budgets in, so that a slower or busier host changes
-    their figures and not their verdict. ``bench``'s workload must fill ``engine``'s ``max_num_seqs``."""
-    from tuner.measure.interleave import interleaved_comparison
-
-    steps = interleaved_comparison(bench, {}, {}, block_steps=1, budget_s=3.0, seed=0)
-    step_s = steps.mean_step_s["A"]
-    assert step_s is not None and steps.batch_size == engine["max_num_seqs"], steps.to_dict()
-    return step_s
-
-
-def is_engine_core(process: psutil.Process) -> bool:
-    """Whether ``process`` is a vLLM EngineCore (it renames itself; a name may be cut to 15 characters)."""
-    try:
-        return "EngineCore" in process.name() or any("EngineCore" in part for part in process.cmdline())
-    except psutil.Error:
-        return False
 
 
 def applicable_strategies() -> list[str]:
@@ -102,8 +70,6 @@ def engine_session() -> Iterator[EngineSession]:
         session.close()
 
 
-STREAMING_ENGINE = {**TINY_ENGINE, "enable_prefix_caching": True, "block_size": 32}
-"""The shared streaming engine: KV blocks of 32 tokens, so a trace's hash ids (32 tokens each) are its blocks."""
 SHARED_ENGINES = ("streaming_session", "engine_session")
 """The session-wide engines, in the order their tests run (after every other engine test)."""
 
@@ -128,12 +94,16 @@ def _shared_engine(item: pytest.Item) -> int:
     return next((i + 1 for i, name in enumerate(SHARED_ENGINES) if name in names), 0)
 
 
+ENGINE_TESTS = Path(__file__).parent / "engine"
+"""Where the tests that start a real engine live: each of them is marked ``engine`` by being there."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the tests on the shared engines last, grouped by engine, so that each starts once and never idles beside
-    the engines other tests start; a test on one is an engine test whatever its module says (the fast loop runs
-    the others on both cores)."""
+    """Every test in ``tests/engine/`` is an engine test (the fast loop runs the others on both cores); the tests on
+    the shared engines run last, grouped by engine, so that each starts once and never idles beside the engines
+    other tests start."""
     for item in items:
-        if _shared_engine(item):
+        if item.path.is_relative_to(ENGINE_TESTS) or _shared_engine(item):
             item.add_marker(pytest.mark.engine)
     items.sort(key=_shared_engine)
 

@@ -546,3 +546,35 @@ def test_every_benchmark_command_the_docs_and_references_quote_names_a_script_th
     assert len(quoted) >= 15  # the reader saw them
     missing = sorted(m for m in quoted if not (ROOT / Path(*m.split("."))).with_suffix(".py").is_file())
     assert missing == []
+
+
+SHARED_ENGINE_FIXTURES = ("engine_session", "streaming_session")
+
+
+def engine_tests_outside_their_folder(tests: Path) -> list[str]:
+    """Tests outside ``tests/engine/`` that are marked ``engine`` or take a shared engine."""
+    found = []
+    for path in sorted(tests.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
+                continue
+            marked = any("mark.engine" in ast.unparse(d) for d in node.decorator_list)
+            shared = any(a.arg in SHARED_ENGINE_FIXTURES for a in node.args.args)
+            if marked or shared:
+                found.append(f"{path.name}::{node.name}")
+        if re.search(r"^pytestmark = .*mark\.engine", path.read_text(), re.M):
+            found.append(path.name)
+    return found
+
+
+def test_engine_tests_live_in_their_folder() -> None:
+    """Tests by job: a test that starts a real engine is in ``tests/engine/`` (marked ``engine`` by being there), and
+    the engine-free loop is ``tests/`` without that folder."""
+    assert engine_tests_outside_their_folder(ROOT / "tests") == []
+
+
+def test_the_folder_check_finds_an_engine_test_outside(tmp_path: Path) -> None:
+    (tmp_path / "test_probe.py").write_text(
+        "@pytest.mark.engine\ndef test_a(): ...\ndef test_b(engine_session): ...\ndef test_c(): ...\n"
+    )
+    assert engine_tests_outside_their_folder(tmp_path) == ["test_probe.py::test_a", "test_probe.py::test_b"]

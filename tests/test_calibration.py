@@ -8,71 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import calibration_record
 from tuner.calibrate.run import CHECK_PAIRS, STRICT_PAIRS, _check_budget_s
 from tuner.errors import UserError
 from tuner.measure.grain import DEFAULT_BLOCK_STEPS, grain_for
 from tuner.measure.interleave import InterleaveResult
 from tuner.records.calibration import (
-    CALIBRATION_SCHEMA,
-    Calibration,
     cost_line,
     engine_s_per_pct,
     load_calibration,
     save_calibration,
 )
-
-
-def record(recommended: int = 2, steps_per_gen0: float | None = 50.0, gc_share: float = 2e-4) -> Calibration:
-    return {
-        "schema": CALIBRATION_SCHEMA,
-        "experiment": "x",
-        "created": "2026-11-25T00:00:00+00:00",
-        "vllm": "0.32.0",
-        "topology": {"executor": "mp (worker processes)", "scheduling": "sync", "processes": ""},
-        "precision": [
-            {
-                "method": "runs",
-                "block_steps": None,
-                "pairs": 6,
-                "elapsed_s": 15.0,
-                "log_sd": 0.05,
-                "ratio": 1.0,
-                "ci": (0.9, 1.1),
-                "engine_s_per_pct": 400.0,
-            },
-            {
-                "method": "steps",
-                "block_steps": 2,
-                "pairs": 170,
-                "elapsed_s": 15.0,
-                "log_sd": 0.1,
-                "ratio": 1.0,
-                "ci": (0.99, 1.01),
-                "engine_s_per_pct": 10.0,
-            },
-            {
-                "method": "collector",
-                "block_steps": 32,
-                "pairs": 8,
-                "elapsed_s": 12.0,
-                "log_sd": 0.004,
-                "ratio": 1.0,
-                "ci": (0.997, 1.003),
-                "engine_s_per_pct": 0.1,
-            },
-        ],
-        "recommended_block_steps": recommended,
-        "recovery": [],
-        "gc": {
-            "steps": 700,
-            "gen0_collections": 14,
-            "steps_per_gen0": steps_per_gen0,
-            "gc_share": 1e-4,
-            "share_of_mutator": gc_share,
-        },
-        "strategies": {},
-        "elapsed_s": 130.0,
-    }
 
 
 def test_engine_seconds_per_percent_is_time_per_pair_times_pairs_for_a_one_percent_ci() -> None:
@@ -85,9 +31,9 @@ def test_engine_seconds_per_percent_is_time_per_pair_times_pairs_for_a_one_perce
 def test_the_record_round_trips_and_another_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "calibration.json"
     assert load_calibration(path) is None  # none yet: the sweep uses the default grain
-    save_calibration(path, record())
-    assert load_calibration(path) == json.loads(json.dumps(record()))
-    path.write_text(json.dumps({**record(), "schema": "tuner.calibration/0"}))
+    save_calibration(path, calibration_record())
+    assert load_calibration(path) == json.loads(json.dumps(calibration_record()))
+    path.write_text(json.dumps({**calibration_record(), "schema": "tuner.calibration/0"}))
     with pytest.raises(UserError, match="run `tuner calibrate` again"):
         load_calibration(path)
     path.write_text("{not json")
@@ -96,17 +42,17 @@ def test_the_record_round_trips_and_another_schema_is_refused(tmp_path: Path) ->
 
 
 def test_the_cost_line_says_what_one_percent_costs_against_run_level_pairs() -> None:
-    line = cost_line(record())
+    line = cost_line(calibration_record())
     assert "~10 engine-seconds here at 2-step blocks" in line and "~400 s (40x)" in line
 
 
 def test_the_grain_follows_the_calibration_and_takes_gc_pacing_apart_at_that_grain() -> None:
     plain = {"shared_empty_kv_blocks": {"enabled": False}}
     assert (grain_for(plain, None).block_steps, grain_for(plain, None).paced) == (DEFAULT_BLOCK_STEPS, False)
-    assert grain_for(plain, record(recommended=4)).block_steps == 4
-    assert grain_for(plain, record(recommended=4), block_steps=8).block_steps == 8  # the experiment decides
+    assert grain_for(plain, calibration_record(recommended=4)).block_steps == 4
+    assert grain_for(plain, calibration_record(recommended=4), block_steps=8).block_steps == 8  # the experiment decides
     gc = {"gc_threshold": {"gen0_per_seq": 64}}
-    paced = grain_for(gc, record(recommended=2))
+    paced = grain_for(gc, calibration_record(recommended=2))
     assert (paced.block_steps, paced.paced) == (2, True)  # the mutator at the calibrated grain, not long blocks
     assert "gc_threshold paces the collector" in paced.why and "without its GC" in paced.why
     assert grain_for({**gc, **plain}, None).paced  # one pacing strategy makes the trial a GC-pacing one

@@ -12,6 +12,7 @@ import numpy as np
 import optuna
 import pytest
 
+from tests import support
 from tuner.config import Experiment
 from tuner.config.search import Objective, Pairs
 from tuner.measure.pairing import paired_runs
@@ -100,19 +101,15 @@ class FakeBench:
 
 
 def experiment(tmp_path: Path, space: dict[str, Any] | None = None, **confirm: Any) -> Experiment:
-    return Experiment.model_validate(
-        {
-            "name": "confirm",
-            "engine": {"model": "builtin:opt-tiny", "max_num_seqs": 16},
-            "search": {
-                "space": space or SPACE,
-                "method": "runs",
-                "pairs": {"min": 6, "max": 6},
-                "constraints": [{"metric": "itl_p99_ms", "max": 1000}],
-                "confirm": {"budget_s": 480, **confirm},
-            },
-            "output_dir": str(tmp_path),
-        }
+    search = {
+        "space": space or SPACE,
+        "method": "runs",
+        "pairs": {"min": 6, "max": 6},
+        "constraints": [{"metric": "itl_p99_ms", "max": 1000}],
+        "confirm": {"budget_s": 480, **confirm},
+    }
+    return support.experiment(
+        "confirm", tmp_path, engine={"model": "builtin:opt-tiny", "max_num_seqs": 16}, search=search
     )
 
 

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from tests.test_history import cli
+from tuner.cli.main import app
 from tuner.series.dashboard import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ DOCUMENTED = {
 
 
 def export(tmp_path: Path) -> list[Path]:
-    out = CliRunner().invoke(cli(), ["export", "bench", str(REFERENCE), "-o", str(tmp_path / "0ab8a23.json")])
+    out = CliRunner().invoke(app, ["export", "bench", str(REFERENCE), "-o", str(tmp_path / "0ab8a23.json")])
     assert out.exit_code == 0, out.output
     return sorted(tmp_path.glob("0ab8a23-*.json"))
 
@@ -65,7 +65,7 @@ def test_the_dashboard_draws_every_ratio_series_with_its_ci(tmp_path: Path) -> N
         (point,) = item.points
         assert point.ci_low is not None and point.ci_high is not None and point.ci_low < point.value < point.ci_high
     png = tmp_path / "dashboard.png"
-    out = CliRunner().invoke(cli(), ["dashboard", *map(str, files), "-o", str(png)])
+    out = CliRunner().invoke(app, ["dashboard", *map(str, files), "-o", str(png)])
     assert out.exit_code == 0, out.output
     assert png.read_bytes().startswith(PNG_MAGIC)
     committed = ROOT / "results" / "reference" / "dashboard.png"
@@ -84,7 +84,7 @@ def test_runs_become_points_in_the_order_given(tmp_path: Path) -> None:
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('[{"name": "x", "value": 1}]')
     for name, message in (("missing.json", "missing.json: no such file"), ("bad.json", "missing 'unit'")):
-        out = CliRunner().invoke(cli(), ["dashboard", str(tmp_path / name), "-o", str(tmp_path / "d.png")])
+        out = CliRunner().invoke(app, ["dashboard", str(tmp_path / name), "-o", str(tmp_path / "d.png")])
         assert out.exit_code == 2 and isinstance(out.exception, SystemExit), out.output
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], out.stderr

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from strategies import ProcessContext, Role, Strategy
 from strategies.framework import registry
-from tests.conftest import TINY_ENGINE
+from tests.support import TINY_ENGINE
 from tuner.cli.main import app
 from tuner.plugin import process as plugin
 from tuner.plugin.protocol import ENV_VAR, encode_spec

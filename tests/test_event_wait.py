@@ -11,7 +11,7 @@ import torch
 
 from strategies.event_wait import EventWait
 from strategies.framework.base import ProcessContext, Role
-from tests.conftest import TINY_ENGINE
+from tests.support import TINY_ENGINE
 from tuner.vllm.arguments import engine_config, resolve_engine_args
 
 

@@ -1,4 +1,4 @@
-"""The test suite's fast exit for spawned engine processes (``tests/third_party/tuner_test_plugin/fast_exit.py``):
+"""The test suite's fast exit for spawned engine processes (``tests/plumbing/suite_plumbing/fast_exit.py``):
 the process ends with its own status after its ``atexit`` handlers, and only the interpreter's teardown is left out."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-THIRD_PARTY = Path(__file__).parent / "third_party"  # not from conftest: importing it sets the variable under test
+PLUMBING = Path(__file__).parent / "plumbing"  # not from conftest: importing it sets the variable under test
 
 
 class _Marker:
@@ -28,8 +28,8 @@ class _Marker:
 def _child(out: str, status: int) -> None:
     import atexit
 
-    sys.path.insert(0, str(THIRD_PARTY))
-    from tuner_test_plugin.fast_exit import register
+    sys.path.insert(0, str(PLUMBING))
+    from suite_plumbing.fast_exit import register
 
     register()
     atexit.register(lambda: (Path(out) / "atexit").write_text("ran"))

@@ -1,6 +1,6 @@
 """fast_teardown without an engine: what its exit hook does to a process's collector (in a child interpreter, since
 it changes how the process ends), and where it is refused. Its effect on a real engine's stop is in
-tests/test_restart_pairs_engine.py."""
+tests/engine/test_restart_pairs_engine.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from strategies.fast_teardown import FastTeardown
 from strategies.framework.base import ProcessContext, Role
-from tests.conftest import TINY_ENGINE
+from tests.support import TINY_ENGINE
 from tuner.vllm.arguments import engine_config, resolve_engine_args
 
 

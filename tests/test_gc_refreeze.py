@@ -1,6 +1,6 @@
 """``gc_refreeze`` on vLLM's own ``freeze_gc_heap`` (the installed release's, no engine): it freezes once, after
 exactly N steps of the role the process counts, through vLLM's freeze (so ``gc_freeze: false`` suppresses it and
-the strategy says so), and revert gives the heap back its freeze state. On the engine, ``tests/test_engine.py``
+the strategy says so), and revert gives the heap back its freeze state. On the engine, ``tests/engine/test_engine.py``
 proves it active in EngineCore and the worker."""
 
 from __future__ import annotations

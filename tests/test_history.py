@@ -6,28 +6,22 @@ ratio looks like), either flat or with a 3% step at commit 20.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import typer
 from typer.testing import CliRunner
 
+from tests.support import RATIO, data_js, sha
 from tuner.cli.main import app
 from tuner.series.history import analyse_series, detect
 from tuner.series.stored import Series, load_series
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-RATIO = "perf-gpu/ratio-to-baseline/gc_threshold(gen0_per_seq=64)/output_tokens_per_s"
 ABSOLUTE = "perf-gpu/baseline-absolute/output_tokens_per_s"
 STEP_AT = 20
-
-
-def sha(i: int) -> str:
-    return hashlib.sha1(f"commit {i}".encode()).hexdigest()
 
 
 def values(step_pct: float, seed: int, n: int = 40) -> list[float]:
@@ -35,26 +29,6 @@ def values(step_pct: float, seed: int, n: int = 40) -> list[float]:
     noise = 1 + 0.01 * np.random.default_rng(seed).standard_normal(n)
     level = np.where(np.arange(n) < STEP_AT, 1.0, 1 + step_pct / 100)
     return [round(float(v), 6) for v in level * noise]
-
-
-def data_js(path: Path, series: dict[str, list[float]], tool: str = "customBiggerIsBetter") -> Path:
-    """github-action-benchmark's gh-pages data.js with one suite holding ``series`` (name -> value per commit)."""
-    n = len(next(iter(series.values())))
-    runs = [
-        {
-            "commit": {"id": sha(i), "message": f"commit {i}", "timestamp": f"2026-03-{i % 28 + 1:02d}T12:00:00Z"},
-            "date": 1_770_000_000_000 + i * 86_400_000,
-            "tool": tool,
-            "benches": [
-                {"name": name, "value": vals[i], "unit": "x baseline", "range": "0.99-1.01x (95% CI)"}
-                for name, vals in series.items()
-            ],
-        }
-        for i in range(n)
-    ]
-    data = {"lastUpdate": 1, "repoUrl": "https://example.invalid/repo", "entries": {"vLLM ratios (GPU)": runs}}
-    path.write_text("window.BENCHMARK_DATA = " + json.dumps(data, indent=2))
-    return path
 
 
 def export_dir(path: Path, series: dict[str, list[float]]) -> Path:
@@ -65,10 +39,6 @@ def export_dir(path: Path, series: dict[str, list[float]]) -> Path:
         entries = [{"name": name, "unit": "x baseline", "value": vals[i]} for name, vals in series.items()]
         (path / f"{1_770_000_000 + i * 86_400}-{sha(i)[:12]}-ratio-bigger.json").write_text(json.dumps(entries))
     return path
-
-
-def cli() -> typer.Typer:
-    return app
 
 
 def by_name(found: list[Any], name: str) -> Any:
@@ -116,7 +86,7 @@ def test_cli_prints_the_change_point_and_appends_a_markdown_summary(tmp_path: Pa
     summary.write_text("## Earlier step\n")
     plots = tmp_path / "plots"
     argv = ["history", str(source), "-o", str(plots), "--summary", str(summary), "--series", "*/ratio-to-baseline/*"]
-    result = CliRunner().invoke(cli(), argv, env={"COLUMNS": "250"})
+    result = CliRunner().invoke(app, argv, env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert f"{sha(STEP_AT - 1)[:12]}..{sha(STEP_AT)[:12]}" in result.output and "improvement" in result.output
     assert "1 series, 1 change point(s)" in result.output
@@ -130,7 +100,7 @@ def test_cli_prints_the_change_point_and_appends_a_markdown_summary(tmp_path: Pa
 def test_cli_flat_history_reports_no_change_points(tmp_path: Path) -> None:
     source = data_js(tmp_path / "data.js", {RATIO: values(0.0, seed=0)})
     summary = tmp_path / "summary.md"
-    result = CliRunner().invoke(cli(), ["history", str(source), "-o", str(tmp_path / "p"), "--summary", str(summary)])
+    result = CliRunner().invoke(app, ["history", str(source), "-o", str(tmp_path / "p"), "--summary", str(summary)])
     assert result.exit_code == 0, result.output
     assert "1 series, 0 change point(s)" in result.output and "No change points." in summary.read_text()
 
@@ -167,7 +137,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, make: str | None, args:
         if make == "not-export":
             (bench / "1-abcdef0.json").write_text('[{"name": "x", "value": 1}]')
     argv = ["history", *(a.format(tmp=tmp_path) for a in args), "-o", str(tmp_path / "plots")]
-    result = CliRunner().invoke(cli(), argv, env={"COLUMNS": "300"})
+    result = CliRunner().invoke(app, argv, env={"COLUMNS": "300"})
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
     lines = result.stderr.strip().splitlines()

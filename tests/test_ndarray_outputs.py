@@ -36,8 +36,7 @@ from strategies.ndarray_outputs import (
     path_refusal,
     rewrite,
 )
-from tests.test_vllm_compat import MATRIX
-from tests.vllm_sources import gpu_vllm_source
+from tests.vllm_sources import MATRIX, gpu_vllm_source
 
 STOP = 2  # the stop token of every request
 # One step of six requests, rows padded to 1 + 3 draft tokens with -1 as the sampler pads them.

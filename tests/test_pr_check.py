@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from tests.test_history import RATIO, cli, data_js, sha
+from tests.support import RATIO, data_js, sha
+from tuner.cli.main import app
 from tuner.series.pr_check import COMMENT_MARKER, base_values, check_pull_request
 from tuner.series.stored import load_series
 
@@ -88,11 +89,11 @@ def test_cli_writes_the_comment_and_fails_on_regression(tmp_path: Path) -> None:
     pr = export(tmp_path / "pr.json", {RATIO: 0.9})
     comment = tmp_path / "comment.md"
     argv = ["pr-check", str(pr), "--base", str(base), "--comment", str(comment)]
-    ok = CliRunner().invoke(cli(), argv, env={"COLUMNS": "300"})
+    ok = CliRunner().invoke(app, argv, env={"COLUMNS": "300"})
     assert ok.exit_code == 0, ok.output
     text = comment.read_text()
     assert text.startswith(COMMENT_MARKER) and "**1 regression(s)**" in text and "| -9.69% |" in text
-    failed = CliRunner().invoke(cli(), [*argv, "--fail-on-regression"], env={"COLUMNS": "300"})
+    failed = CliRunner().invoke(app, [*argv, "--fail-on-regression"], env={"COLUMNS": "300"})
     assert failed.exit_code == 6
 
 
@@ -110,7 +111,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, pr_text: str | None, ar
     pr = tmp_path / "pr.json"
     if pr_text is not None:
         pr.write_text(pr_text)
-    out = CliRunner().invoke(cli(), ["pr-check", str(pr), "--base", str(base), *args], env={"COLUMNS": "300"})
+    out = CliRunner().invoke(app, ["pr-check", str(pr), "--base", str(base), *args], env={"COLUMNS": "300"})
     assert out.exit_code == 2 and isinstance(out.exception, SystemExit), out.output
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], out.stderr

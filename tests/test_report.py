@@ -22,15 +22,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tests.test_tail import synthetic_run
+from tests.support import synthetic_run
 from tuner.cli.main import app
 from tuner.errors import UserError
 from tuner.metrics.table import METRIC_NAMES, metric_unit
 from tuner.metrics.tail_attribution import attribute, tail_record
 from tuner.records.loader import load
+from tuner.report.build import build_report
 from tuner.report.compare import compare_sides, load_side
 from tuner.report.describe import pick_best
-from tuner.report.build import build_report
 from tuner.series.entries import BENCH_ENTRY_SCHEMA, validate
 from tuner.series.export import bench_entries, config_name
 

@@ -1,6 +1,6 @@
 """``shm_spin_window`` on vLLM's own ``SpinCondition`` (the installed release's class, no engine): the window it
 sets is the one vLLM's wait reads, each wait is counted as spinning or sleeping, and revert gives every reader its
-own window back. On the engine, ``tests/test_engine.py`` proves it active in EngineCore and the worker."""
+own window back. On the engine, ``tests/engine/test_engine.py`` proves it active in EngineCore and the worker."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from tests import support
 from tuner.cli.tables import render
 from tuner.config import Experiment, load_experiment
 from tuner.config.start import StartConfig
@@ -28,6 +29,7 @@ from tuner.sweep.summary import _best, summarize_study, winner
 from tuner.sweep.trial_attrs import INTERRUPTED_FAILURE, read, record, state
 from tuner.sweep.trial_record import trial_record
 
+LOGIC_ENGINE = {"model": "builtin:opt-tiny", "max_num_seqs": 16}
 SPACE: dict[str, Any] = {
     "gc_threshold": [False, True],
     "gc_threshold.gen0_per_seq": [8, 64],
@@ -36,14 +38,7 @@ SPACE: dict[str, Any] = {
 
 
 def experiment(tmp_path: Path, **search: Any) -> Experiment:
-    return Experiment.model_validate(
-        {
-            "name": "logic",
-            "engine": {"model": "builtin:opt-tiny", "max_num_seqs": 16},
-            "search": {"space": SPACE, **search},
-            "output_dir": str(tmp_path),
-        }
-    )
+    return support.experiment("logic", tmp_path, engine=LOGIC_ENGINE, search={"space": SPACE, **search})
 
 
 def test_grid_collapses_parameters_of_switched_off_strategies() -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_calibration import record
 
+from tests import support
+from tests.support import calibration_record
 from tuner.config import Experiment
 from tuner.config.start import StartConfig
 from tuner.measure.gc_pacing import PILOT_SHARE, split_share
@@ -23,23 +24,18 @@ from tuner.sweep.study import planned_configs
 
 
 def experiment(tmp_path: Path) -> Experiment:
-    return Experiment.model_validate(
-        {
-            "name": "power",
-            "engine": {"model": "builtin:opt-tiny", "max_num_seqs": 32},
-            "search": {
-                "space": {
-                    "shared_empty_kv_blocks": [False, True],
-                    "gc_threshold": [False, True],
-                    "engine.max_num_seqs": [32, 8],
-                },
-                "sampler": "grid",
-                "pairs": {"min": 6, "max": 8},
-                "step_budget_s": 20,
-                "confirm": {"budget_s": 30, "looks": 2},
-            },
-            "output_dir": str(tmp_path),
-        }
+    space = {"shared_empty_kv_blocks": [False, True], "gc_threshold": [False, True], "engine.max_num_seqs": [32, 8]}
+    return support.experiment(
+        "power",
+        tmp_path,
+        engine={"model": "builtin:opt-tiny", "max_num_seqs": 32},
+        search={
+            "space": space,
+            "sampler": "grid",
+            "pairs": {"min": 6, "max": 8},
+            "step_budget_s": 20,
+            "confirm": {"budget_s": 30, "looks": 2},
+        },
     )
 
 
@@ -72,7 +68,7 @@ def statement(tmp_path: Path, calibration: Calibration | None) -> dict[str, Any]
 
 
 def test_step_trials_are_stated_from_the_calibrations_step_noise(tmp_path: Path) -> None:
-    calibration = record()  # 2-step blocks: per-pair SD 0.1 from 170 pairs in 15 s
+    calibration = calibration_record()  # 2-step blocks: per-pair SD 0.1 from 170 pairs in 15 s
     power = statement(tmp_path, calibration)
     groups = {(g["method"], g["grain"]): g for g in power["groups"]}
     steps = groups[("steps", "2-step blocks")]
@@ -88,7 +84,9 @@ def test_step_trials_are_stated_from_the_calibrations_step_noise(tmp_path: Path)
     gc = groups[("steps", "GC pacing: 2-step mutator + collector")]  # GC 0.02% here: the collector only piloted
     assert gc["log_sd"] == 0.1 and gc["pairs_per_s"] == pytest.approx(170 / 15 * (1 - PILOT_SHARE))
     assert "for the mutator" in gc["source"] and "only piloted" in gc["source"]
-    heavy = statement(tmp_path, record(gc_share=0.05))  # GC 5% of a step: the collector's noise is stated too
+    heavy = statement(
+        tmp_path, calibration_record(gc_share=0.05)
+    )  # GC 5% of a step: the collector's noise is stated too
     both = next(g for g in heavy["groups"] if g["grain"] == "GC pacing: 2-step mutator + collector")
     r_m, r_c = 170 / 15, 8 / 12.0
     c = split_share(0.004**2 / r_c, 0.1**2 / r_m)  # each part's variance times its engine seconds
@@ -107,7 +105,7 @@ def test_a_quiet_step_grain_within_30_s_detects_under_one_and_a_half_percent(tmp
     """The calibration's 2-step noise on this host (SD ~0.038 at ~10 pairs/s): one step-level candidate planned
     within 30 s detects well under 1.5% even at Holm over 3 and two looks; at the top of the SD's predicted range
     (the host's drift roughly doubles it) under 2%."""
-    calibration = record()
+    calibration = calibration_record()
     calibration["precision"][1] |= {"log_sd": 0.038, "pairs": 150, "elapsed_s": 15.0}
     steps = next(g for g in statement(tmp_path, calibration)["groups"] if g["grain"] == "2-step blocks")
     assert steps["confirmation"]["mde"] < 0.01 and steps["confirmation"]["mde_upper"] < 0.02
@@ -123,7 +121,7 @@ def test_a_calibration_measured_by_the_body_states_the_guards_noise_and_power_co
     """The calibration's step A/A measured by the body also records its whole time's SD: the statement quotes it,
     and a whole time twice as noisy as the body (pauses past the cap, as an H100's) costs the planned confirmation
     power: a larger MDE and a lower chance for a min_effect trial than the body alone would promise."""
-    calibration = record()
+    calibration = calibration_record()
     calibration["precision"][1] |= {"log_sd": 0.05, "pairs": 300, "elapsed_s": 15.0}
     alone = next(g for g in statement(tmp_path, calibration)["groups"] if g["grain"] == "2-step blocks")
     calibration["precision"][1]["guard_log_sd"] = 0.10

@@ -17,11 +17,9 @@ from packaging.version import Version
 from strategies import strategy_classes
 from strategies.framework import TESTED_VLLM, admits, installed_root, source_version, unmet
 from strategies.sampler_copy_elision import SamplerCopyElision
-from tests.vllm_sources import gpu_vllm_source
+from tests.vllm_sources import MATRIX, gpu_vllm_source
 from tuner.plugin.hook_requirements import REQUIRES as PLUGIN_REQUIRES
 
-# Every published release the gpu extra admits, floor to newest (0.32.0 is also the CPU build's release).
-MATRIX = ("0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 THIRD_PARTY = Path(__file__).parent / "third_party"
+PLUMBING = Path(__file__).parent / "plumbing"
 
 
 def make_venv(path: Path, *, vllm: bool = True, tuner: bool = True, extra_lines: tuple[str, ...] = ()) -> Path:
@@ -26,7 +27,7 @@ def make_venv(path: Path, *, vllm: bool = True, tuner: bool = True, extra_lines:
         text=True,
         check=True,
     ).stdout.strip()
-    lines = [str(ROOT), str(THIRD_PARTY)] if tuner else []
+    lines = [str(ROOT), str(THIRD_PARTY), str(PLUMBING)] if tuner else []
     if vllm:
         lines += site.getsitepackages()
     (Path(purelib) / "shared.pth").write_text("\n".join([*lines, *extra_lines]) + "\n")

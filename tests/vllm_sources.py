@@ -15,6 +15,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+MATRIX = ("0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+"""The vLLM releases the tuner supports: every one is checked statically against the strategies and hooks."""
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vllm-hosttune" / "vllm-src"
 DOWNLOAD_TIMEOUT_S = 180
 

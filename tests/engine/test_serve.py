@@ -22,7 +22,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.conftest import TINY_ENGINE, decode_step_s, is_engine_core
+from tests.support import TINY_ENGINE, decode_step_s, is_engine_core
 from tuner.capacity import capacity_on, configuration_from
 from tuner.config import Experiment, Sampling, Slo
 from tuner.engine.server import ServerSession, record_chunk, server_command, sse_data

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from strategies import Role
-from tests.conftest import TINY_ENGINE
+from tests.support import TINY_ENGINE
 from tuner.config import Experiment
 from tuner.config.search import Pairs
 from tuner.config.start import StartConfig

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import TINY_ENGINE, fixed_workload
+from tests.support import TINY_ENGINE, fixed_workload
 from tuner.stats import detection_power, paired_ratio_of_sums
 from tuner.sweep.confirmation import candidate
 from tuner.sweep.plans import Design, plan_candidate

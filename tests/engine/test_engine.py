@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from strategies import Role, strategy_classes
-from tests.conftest import TINY_ENGINE
+from tests.support import TINY_ENGINE
 from tuner.config import Experiment
 from tuner.engine.session import EngineSession
 from tuner.measure.workbench import StrategyNotActive, Workbench, check_active, inactive_strategies

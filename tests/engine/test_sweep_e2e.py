@@ -15,7 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tests.conftest import TINY_ENGINE
+from tests.support import TINY_ENGINE
 from tuner.cli.main import app
 
 pytestmark = pytest.mark.engine

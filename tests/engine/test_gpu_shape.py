@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import TINY_ENGINE, fixed_workload
+from tests.support import TINY_ENGINE, fixed_workload
 
 pytestmark = pytest.mark.engine
 
-REPO = Path(__file__).parent.parent
+REPO = Path(__file__).parents[2]
 GPU_SHAPE = {**os.environ, "TUNER_TEST_GPU_SHAPE": "uni,fork,async", "HF_HUB_OFFLINE": "1"}
 WORKLOAD = {"num_prompts": 8, "input_len": {"dist": "fixed", "value": 8}, "output_len": {"dist": "fixed", "value": 16}}
 

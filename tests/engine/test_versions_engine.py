@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import TINY_ENGINE
+from tests.support import TINY_ENGINE
 from tests.venvs import make_venv
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]  # ~8 min each: `bash scripts/test.sh -m slow`

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import STREAMING_ENGINE
+from tests import support
+from tests.support import STREAMING_ENGINE
 from tuner.config import Experiment
 from tuner.engine.session import EngineSession
 from tuner.measure.interleave import interleaved_comparison
@@ -40,17 +41,13 @@ def write_trace(path: Path, *, shared: bool) -> Path:
 
 
 def experiment(trace: Path, tmp_path: Path) -> Experiment:
-    return Experiment.model_validate(
-        {
-            "name": "trace-replay",
-            "engine": STREAMING_ENGINE,
-            "workload": {
-                "dataset": {"path": str(trace), "format": "mooncake", "block_size": BLOCK, "schedule": "trace"},
-                "sampling": {"temperature": 0.0, "ignore_eos": True},
-            },
-            "measure": {"warmup_prompts": 4},
-            "output_dir": str(tmp_path),
-        }
+    dataset = {"path": str(trace), "format": "mooncake", "block_size": BLOCK, "schedule": "trace"}
+    return support.experiment(
+        "trace-replay",
+        tmp_path,
+        engine=STREAMING_ENGINE,
+        workload={"dataset": dataset, "sampling": {"temperature": 0.0, "ignore_eos": True}},
+        measure={"warmup_prompts": 4},
     )
 
 
