@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -284,8 +285,14 @@ def test_a_trial_record_is_made_in_one_call_from_its_configuration_and_arms(tmp_
     baseline, _ = trial_record(StartConfig(), measured, search, is_baseline=True, aa=False, baseline_metrics=None)
     assert baseline["ratios"] == {} and baseline["verdict"] is None
     # Steps that estimated nothing: the step-measured ratio is stored as not significant, the rest stay run-level.
-    measured.arms.step_result = InterleaveResult(estimate=None)
-    stepped, _ = trial_record(config, measured, search, is_baseline=False, aa=False, baseline_metrics=anchor)
+    stepped, _ = trial_record(
+        config,
+        replace(measured, steps=InterleaveResult(estimate=None)),
+        search,
+        is_baseline=False,
+        aa=False,
+        baseline_metrics=anchor,
+    )
     throughput = stepped["ratios"]["output_tokens_per_s"]
     assert (
         throughput["verdict"] == "not_significant" and throughput["source"] == "steps" and throughput["ratio"] is None

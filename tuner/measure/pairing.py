@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.config import Objective, Pairs, StartConfig
-from tuner.measure.interleave import InterleaveResult
 from tuner.measure.workbench import Workbench
 from tuner.metrics import HIGHER_IS_BETTER, Attribution, flat_metrics
 from tuner.plugin.protocol import ProcessReport
@@ -42,7 +41,6 @@ class Arms:
     """Restart pairs only: each arm's engine starts, in pair order."""
     stop_s: dict[str, list[float]] = field(default_factory=lambda: {"reference": [], "trial": []})
     """Restart pairs only: each arm's engine stops (until none of its processes is left), in pair order."""
-    step_result: InterleaveResult | None = None  # when the verdict came from in-engine step interleaving
 
     def values(self, metric: str, arm: str) -> list[float]:
         return [m[metric] for m in getattr(self, arm)]

@@ -42,9 +42,11 @@ OnPair = Callable[[int, Any], bool]
 
 @dataclass
 class Measured:
-    """A trial's arms, and for a GC-pacing trial how its step comparison was taken apart (mutator, collector)."""
+    """A trial's arms (its run-level or restart pairs), its step comparison when the verdict came from in-engine step
+    interleaving, and for a GC-pacing trial how that comparison was taken apart (mutator, collector)."""
 
     arms: Arms
+    steps: InterleaveResult | None = None
     gc_pacing: GcPacingRecord | None = None
 
 
@@ -133,12 +135,11 @@ class Measurer:
         min_effect = self.search.confirm.min_effect
         arms = paired_runs(bench, strategies, pairs, self.search.objectives[0], min_effect, seed=seed, on_pair=on_pair)
         self.switch_s += arms.switch_s
-        gc_pacing: GcPacingRecord | None = None
-        if grain is not None:
-            progress.update(description=f"{label}: step interleaving")
-            result, gc_pacing = self._steps(bench, strategies, grain, seed, label)
-            arms.step_result = replace(result, grain=grain.why, left_out=left_out_of_steps(strategies))
-        return Measured(arms, gc_pacing)
+        if grain is None:
+            return Measured(arms)
+        progress.update(description=f"{label}: step interleaving")
+        result, gc_pacing = self._steps(bench, strategies, grain, seed, label)
+        return Measured(arms, replace(result, grain=grain.why, left_out=left_out_of_steps(strategies)), gc_pacing)
 
     def _steps(
         self, bench: Workbench, strategies: StrategySet, grain: Grain, seed: int, label: str

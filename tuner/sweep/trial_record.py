@@ -43,7 +43,7 @@ def trial_record(
     medians = arms.medians("trial")
     metrics = {o.metric for o in search.objectives} | {c.metric for c in search.constraints}
     run_level = {} if is_baseline else {m: arms.ratio(m, search.confirm.min_effect) for m in metrics}
-    steps = arms.step_result
+    steps = measured.steps
     by_steps = {m for m in run_level if steps is not None and not aa and m in STEP_LEVEL_METRICS}
     # A/A keeps both methods' verdicts apart (see summarize_study): its ratios stay run-level.
     estimates = {m: step_estimate(steps, m) if steps and m in by_steps else e for m, e in run_level.items()}
