@@ -13,7 +13,7 @@ from tuner.capacity import capacity_on, configuration_from
 from tuner.config import Experiment
 from tuner.engine.session import EngineSession
 from tuner.measure.workbench import Workbench
-from tuner.records.capacity import load_capacity
+from tuner.records import CapacityRecord, load_capacity
 
 
 @pytest.mark.engine
@@ -43,9 +43,35 @@ def test_a_known_slowdown_lowers_the_capacity_with_its_interval_below_1(
         "seed": 5,
     }
     step_s = decode_step_s(Workbench(streaming_session, capacity_experiment(workload=workload)), STREAMING_ENGINE)
+    for attempt in range(SEARCHES):
+        requests = {**workload, "seed": workload["seed"] + attempt}  # another draw of requests each time
+        path, record = _known_slowdown_search(streaming_session, tmp_path / f"search-{attempt}", requests, step_s)
+        print(f"decode step {1e3 * step_s:.2f} ms: {record['summary']}")
+        estimate = record["estimate"]
+        assert estimate is not None, record["summary"]
+        if estimate["capacity_a"]["bound"] == estimate["capacity_b"]["bound"] == "exact":
+            break
+    assert estimate["capacity_a"]["bound"] == estimate["capacity_b"]["bound"] == "exact", record["summary"]
+    assert estimate["ci_high"] is not None and estimate["ci_high"] < 1, record["summary"]
+    assert record["summary"].startswith("the configuration serves ") and " fewer requests/s" in record["summary"]
+    assert len(record["search"]["forecast"]) == 2 and record["search"]["stop"] in ("planned", "budget")
+    assert load_capacity(path)["levels"] == record["levels"]
+    assert (path.parent / "attainment.png").is_file() and (path.parent / "report.md").is_file()
+
+
+SEARCHES = 2
+"""A search that spends its budget before bracketing both knees is inconclusive, not wrong, and is run once more
+(with other requests): on 2026-11-29 one of three CI runs ended so, the reference meeting the target in 90.3% of its
+requests at the highest load probed, 59 requests/s, when the budget ran out. Whenever both knees are bracketed, the
+interval must lie below 1: a wrong sign or an interval across 1 fails at once."""
+
+
+def _known_slowdown_search(
+    session: EngineSession, out: Path, workload: dict[str, Any], step_s: float
+) -> tuple[Path, CapacityRecord]:
     rate = 0.3 / step_s  # requests/s: 33 at a 9 ms step
     exp = capacity_experiment(
-        tmp_path,
+        out,
         workload={**workload, "rate": rate},
         measure={"slo": {"ttft_ms": 21 * step_s * 1e3}, "warmup_prompts": 0},
         capacity={
@@ -58,16 +84,7 @@ def test_a_known_slowdown_lowers_the_capacity_with_its_interval_below_1(
         },
         strategies={"known_delay": {"worker_ms": 0.55 * step_s * 1e3}},
     )
-    path, record = capacity_on(Workbench(streaming_session, exp), exp, configuration_from(exp, None))
-    print(f"decode step {1e3 * step_s:.2f} ms: {record['summary']}")
-    estimate = record["estimate"]
-    assert estimate is not None, record["summary"]
-    assert estimate["capacity_a"]["bound"] == estimate["capacity_b"]["bound"] == "exact", record["summary"]
-    assert estimate["ci_high"] is not None and estimate["ci_high"] < 1, record["summary"]
-    assert record["summary"].startswith("the configuration serves ") and " fewer requests/s" in record["summary"]
-    assert len(record["search"]["forecast"]) == 2 and record["search"]["stop"] in ("planned", "budget")
-    assert load_capacity(path)["levels"] == record["levels"]
-    assert (path.parent / "attainment.png").is_file() and (path.parent / "report.md").is_file()
+    return capacity_on(Workbench(session, exp), exp, configuration_from(exp, None))
 
 
 def capacity_experiment(tmp_path: Path | None = None, **sections: Any) -> Experiment:
