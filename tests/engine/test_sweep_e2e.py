@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
-import optuna
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -58,12 +59,16 @@ def tuner(*args: str) -> list[str]:
     return [sys.executable, "-m", "tuner", *args]
 
 
-def trial_states(db: Path) -> list[optuna.trial.FrozenTrial]:
+def running_trials(db: Path) -> list[int]:
+    """The numbers of the trials running in the study at ``db``, read without writing: Optuna's ``load_study``
+    creates missing tables, and did so here while the sweep was creating them (the sweep then failed: "table
+    trial_intermediate_values already exists")."""
     if not db.exists():
         return []
     try:
-        return optuna.load_study(study_name="e2e", storage=f"sqlite:///{db}").get_trials(deepcopy=False)
-    except Exception:  # the study is being created
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            return [n for (n,) in conn.execute("SELECT number FROM trials WHERE state = 'RUNNING'")]
+    except sqlite3.OperationalError:  # no tables yet, or the sweep holds the write lock
         return []
 
 
@@ -76,7 +81,7 @@ def test_sweep_interrupted_then_resumed_without_duplicates(tmp_path: Path) -> No
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:  # interrupt in the middle of trial 1 (the baseline is trial 0)
-        if any(t.number == 1 and t.state == optuna.trial.TrialState.RUNNING for t in trial_states(db)):
+        if 1 in running_trials(db):
             break
         assert proc.poll() is None, proc.communicate()[0][-3000:]
         time.sleep(0.5)
