@@ -56,6 +56,7 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTi
     complete = [r for r in rows if r["state"] == TrialState.COMPLETE]
     pareto = [t.number for t in study.best_trials if read(t)["feasible"]] if complete else []
     confirmation = current_confirmation(study, rows, search)
+    attrs = study_attrs.read(study)
     summary: SweepSummary = {
         "schema": SWEEP_SCHEMA,
         "kind": "sweep",
@@ -75,12 +76,12 @@ def summarize_study(study: optuna.Study, experiment: Experiment, sweep: EngineTi
         "best": _best(rows, search) if baseline is not None else [],  # screening's significant trials
         "confirmation": confirmation,
         "power": {
-            "before_screening": study_attrs.read(study)["power_before_screening"],
+            "before_screening": attrs["power_before_screening"],
             "before_confirmation": confirmation["power"] if confirmation else None,
         },
         "winner": winner(rows, confirmation),
         "incomplete": incomplete_reasons(rows),
-        "workload": study_attrs.read(study)["workload"],
+        "workload": attrs["workload"],
         "aa": {},
     }
     if baseline is None:
