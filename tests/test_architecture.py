@@ -325,16 +325,27 @@ def test_each_record_schema_has_one_owner() -> None:
     assert len(owners) >= 3 and all(len(modules) == 1 for modules in owners.values()), owners
 
 
-def untyped_record_fields(modules: dict[str, Path]) -> list[str]:
-    """Every field of a TypedDict class whose type is, or holds, ``dict[str, Any]`` or ``Any``: a key a reader
-    would index unchecked."""
+def typed_dict_names(modules: dict[str, Path]) -> set[str]:
+    """Every class of ``modules`` that is a TypedDict: ``TypedDict`` among its bases, or another such class."""
+    bases = {
+        node.name: {ast.unparse(base) for base in node.bases}
+        for path in modules.values()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+    }
+    names = {"TypedDict"}
+    while grown := {name for name, of in bases.items() if name not in names and of & names}:
+        names |= grown
+    return names
+
+
+def untyped_record_fields(modules: dict[str, Path], typed_dicts: set[str]) -> list[str]:
+    """Every field of a TypedDict class (one of ``typed_dicts``) whose type is, or holds, ``dict[str, Any]`` or
+    ``Any``: a key a reader would index unchecked."""
     loose = []
     for name, path in modules.items():
         for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.ClassDef) or not any(
-                ast.unparse(base) in ("TypedDict", *TYPED_RECORDS) or "TypedDict" in ast.unparse(base)
-                for base in node.bases
-            ):
+            if not isinstance(node, ast.ClassDef) or node.name not in typed_dicts:
                 continue
             for item in node.body:
                 if isinstance(item, ast.AnnAssign) and re.search(r"\bAny\b", ast.unparse(item.annotation)):
@@ -342,22 +353,25 @@ def untyped_record_fields(modules: dict[str, Path]) -> list[str]:
     return loose
 
 
-TYPED_RECORDS = ("RatioRecord", "StepComparisonRecord", "PlanRecord", "TrialFields", "_ProcessReportBase")
-"""Record types other records extend (a subclass of one is a TypedDict too)."""
-
-
 def test_every_record_field_is_typed_to_its_last_key() -> None:
     """What is on disk is typed at every level (``docs/records.md``): no field of a record type in
     ``tuner/records/`` is ``Any`` or holds it; open JSON (vLLM's engine arguments, Optuna's parameters) is a
     :data:`tuner.records.JsonObject`."""
-    records = {n: p for n, p in _modules().items() if _in(n, "tuner.records")}
-    assert untyped_record_fields(records) == []
+    modules = _modules()
+    records = {n: p for n, p in modules.items() if _in(n, "tuner.records")}
+    assert untyped_record_fields(records, typed_dict_names(modules)) == []
 
 
 def test_the_record_check_finds_an_untyped_field(tmp_path: Path) -> None:
     module = tmp_path / "probe.py"
-    module.write_text("class R(TypedDict):\n    ok: dict[str, float]\n    loose: dict[str, Any] | None\n")
-    assert untyped_record_fields({"probe": module}) == ["probe.R.loose: dict[str, Any] | None"]
+    module.write_text(
+        "class R(TypedDict):\n    ok: dict[str, float]\n    loose: dict[str, Any] | None\nclass S(R):\n    extra: Any\n"
+    )
+    probe = {"probe": module}
+    assert untyped_record_fields(probe, typed_dict_names(probe)) == [
+        "probe.R.loose: dict[str, Any] | None",
+        "probe.S.extra: Any",
+    ]
 
 
 def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
