@@ -79,6 +79,11 @@ def experiment(name: str, tmp_path: Path | None = None, **sections: Any) -> Expe
     return Experiment.model_validate(body)
 
 
+def capacity_experiment(tmp_path: Path | None = None, **sections: Any) -> Experiment:
+    """An experiment named ``capacity`` on the shared streaming engine, with the given sections."""
+    return experiment("capacity", tmp_path, engine=STREAMING_ENGINE, **sections)
+
+
 # ---- workers sharing one study (tests/test_workers.py, tests/engine/test_workers_engine.py)
 
 WORKER_SPACE: dict[str, Any] = {

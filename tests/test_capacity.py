@@ -14,7 +14,6 @@ import yaml
 from typer.testing import CliRunner
 
 from tests import support
-from tests.support import STREAMING_ENGINE
 from tuner.capacity import configuration_from
 from tuner.capacity.load import at_load, current_load, offered_rps
 from tuner.capacity.run import SERVED_ON_A_SATURATED_HOST, conclude
@@ -33,7 +32,7 @@ TRACE = REPO / "experiments" / "traces" / "mooncake-sample.yaml"
 
 def experiment(**changes: Any) -> Experiment:
     sections: dict[str, Any] = {"workload": {"num_prompts": 8, "rate": 4.0}, "measure": {"slo": {"ttft_ms": 500}}}
-    return support.experiment("capacity", engine=STREAMING_ENGINE, **{**sections, **changes})
+    return support.capacity_experiment(**{**sections, **changes})
 
 
 def test_the_knob_is_the_one_the_workload_uses_or_the_one_asked_for() -> None:

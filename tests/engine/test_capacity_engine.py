@@ -10,7 +10,6 @@ import pytest
 from tests import support
 from tests.support import STREAMING_ENGINE, decode_step_s
 from tuner.capacity import capacity_on, configuration_from
-from tuner.config import Experiment
 from tuner.engine.session import EngineSession
 from tuner.measure.workbench import Workbench
 from tuner.records import CapacityRecord, load_capacity
@@ -42,7 +41,9 @@ def test_a_known_slowdown_lowers_the_capacity_with_its_interval_below_1(
         "output_len": {"dist": "fixed", "value": 32},
         "seed": 5,
     }
-    step_s = decode_step_s(Workbench(streaming_session, capacity_experiment(workload=workload)), STREAMING_ENGINE)
+    step_s = decode_step_s(
+        Workbench(streaming_session, support.capacity_experiment(workload=workload)), STREAMING_ENGINE
+    )
     for attempt in range(SEARCHES):
         requests = {**workload, "seed": workload["seed"] + attempt}  # another draw of requests each time
         path, record = _known_slowdown_search(streaming_session, tmp_path / f"search-{attempt}", requests, step_s)
@@ -70,7 +71,7 @@ def _known_slowdown_search(
     session: EngineSession, out: Path, workload: dict[str, Any], step_s: float
 ) -> tuple[Path, CapacityRecord]:
     rate = 0.3 / step_s  # requests/s: 33 at a 9 ms step
-    exp = capacity_experiment(
+    exp = support.capacity_experiment(
         out,
         workload={**workload, "rate": rate},
         measure={"slo": {"ttft_ms": 21 * step_s * 1e3}, "warmup_prompts": 0},
@@ -85,7 +86,3 @@ def _known_slowdown_search(
         strategies={"known_delay": {"worker_ms": 0.55 * step_s * 1e3}},
     )
     return capacity_on(Workbench(session, exp), exp, configuration_from(exp, None))
-
-
-def capacity_experiment(tmp_path: Path | None = None, **sections: Any) -> Experiment:
-    return support.experiment("capacity", tmp_path, engine=STREAMING_ENGINE, **sections)
