@@ -470,16 +470,38 @@ def test_an_arm_no_longer_bracketed_is_bracketed_again_a_growth_step_away() -> N
     load measured, and the grid gains 20 (as bracketing goes), not 40 / 1.1 (one step of the grid's resolution per
     pass, which spent that search's budget creeping towards a knee 25% lower)."""
     search = KneePlanner(40.0, 0.9, budget=1_000, growth=2.0, rounds=2)
-
-    def level(load: float, a: float, b: float, passes: tuple[int, ...]) -> LevelResult:
-        def met(share: float) -> list[list[bool]]:
-            return [[i < share * 32 for i in range(32)]] * len(passes)
-
-        return LevelResult.measured(load, met(a), met(b), passes)
-
     while (probe := search.next_probe()) is not None and search.done == 0:
         a = 1.0 if probe.load < 60 else 0.5
         b = 1.0 if probe.phase == "bracket" and probe.load <= 40 else 0.5  # in the grid's rounds B misses everywhere
-        search.record(level(probe.load, a, b, probe.passes))
+        search.record(_level_met(probe.load, a, b, probe.passes))
     assert search.grid is not None and search.done == 1 and min(level.load for level in search.levels) == 40.0
     assert 20.0 in search.grid and 40.0 / 1.1 not in search.grid
+
+
+def test_loads_new_to_the_search_open_the_next_pass() -> None:
+    """A just missed the target at 80 in its bracketing rounds (28 of 32 requests, target 0.9) and meets it in the
+    grid's first round there, so after the first pass A's crossing lies beyond every load measured and the grid gains
+    160 (a growth step, as bracketing goes; not also 88, a step of the grid's resolution that way): the next pass
+    measures it before the grid's other loads, so a budget that ends mid-pass still brackets A again (a CPU engine
+    search measured such loads last and spent its budget on the loads below them, ending with the reference's
+    capacity censored at 90.3% attainment)."""
+    search = KneePlanner(40.0, 0.9, budget=1_000, growth=2.0, rounds=2)
+    grid: tuple[float, ...] = ()
+    measured: list[float] = []
+    while (probe := search.next_probe()) is not None and search.done < 2:
+        if search.done == 1:
+            grid = grid or search.grid or ()
+            measured.append(probe.load)
+        a = 0.85 if probe.phase == "bracket" and probe.load >= 80 else 1.0
+        search.record(_level_met(probe.load, a, 1.0 if probe.load < 50 else 0.5, probe.passes))
+    new = [load for load in grid if load > 80]
+    assert new == [160.0] and measured[0] == 160.0 and sorted(measured[1:]) == measured[1:] == list(grid[:-1])
+
+
+def _level_met(load: float, a: float, b: float, passes: tuple[int, ...]) -> LevelResult:
+    """Both arms at ``load`` meeting the target in shares ``a`` and ``b`` of 32 requests in each of ``passes``."""
+
+    def met(share: float) -> list[list[bool]]:
+        return [[i < share * 32 for i in range(32)]] * len(passes)
+
+    return LevelResult.measured(load, met(a), met(b), passes)

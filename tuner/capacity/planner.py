@@ -12,25 +12,25 @@ has a load that meets the target below one that misses it (within the optional l
 up to the highest allowed load, or misses it down to the lowest, is left censored); then each crossing whose two
 loads lie more than ``span`` apart is halved (a probe at their geometric midpoint) until they do not.
 
-Phase 2 ("grid"): a grid around each arm's crossing (from the load it last meets the target to the one it first
-misses it, joined where the two overlap; two knees far apart get two small grids, not one across both), at most
-``resolution`` apart, measured in passes: one round at every grid load, lowest first, then the next pass. Rounds of
-one pass are measured together, so the host's drift moves every load of a pass alike; the search tags them with the
-pass (:attr:`tuner.stats.capacity.LevelResult.passes`), the estimate resamples passes whole, and a workload seeded
-by :attr:`Probe.passes` replays the same requests at every load of a pass, which pairs the loads as the arms are
-paired. Close loads leave little to the interpolation, which on a sharp knee (an attainment of 1 at one load, 0.4 at
-the next 26% up) can only guess where the curve bends. After ``pilot`` passes the search plans, from the estimate's
-SD (:func:`tuner.stats.capacity.rounds_needed`), the passes the ``precision`` asked for needs, and then runs exactly
-those, and more while a grid load has fewer than two rounds (a load the last pass added has one or none: an A/A search
-on the CPU engine stopped so, its upper side open). Stopping at the first pass whose interval happened to be narrow
-enough covered the true ratio in 80% of the 146 of 400 simulated searches that stopped so (an exploratory run:
-Poisson arrivals, B's steps 10% shorter), against 98% of those that ran to their budget. After every pass it adds a
-load beyond the grid where an arm's capacity lies beyond it or is censored on that side, and the two loads around it
-where it has moved into the gap between the arms' grids; where an arm bracketed once is no longer bracketed by every
-level measured (its later rounds miss the target at every load, or meet it at every one), a load a growth step
-beyond the measured range, as bracketing would: one step of ``resolution`` per pass crept towards a knee 25% lower
-and spent the CPU engine's budget before it reached it. It also stops when the next probe would overrun the budget,
-when a grid load has ``max_rounds``, or when neither arm has a crossing within the load limits.
+Phase 2 ("grid"): a grid around each arm's crossing (from the load it last meets the target to the one it first misses
+it, joined where the two overlap; two knees far apart get two small grids, not one across both), at most ``resolution``
+apart, measured in passes: one round at every grid load (loads new to the search first, then lowest first), then the
+next pass. Rounds of one pass are measured together, so the host's drift moves every load of a pass alike; the search
+tags them with the pass (:attr:`tuner.stats.capacity.LevelResult.passes`), the estimate resamples passes whole, and a
+workload seeded by :attr:`Probe.passes` replays the same requests at every load of a pass, which pairs the loads as the
+arms are paired. Close loads leave little to the interpolation, which on a sharp knee (an attainment of 1 at one load,
+0.4 at the next 26% up) can only guess where the curve bends. After ``pilot`` passes the search plans, from the
+estimate's SD (:func:`tuner.stats.capacity.rounds_needed`), the passes the ``precision`` asked for needs, and then runs
+exactly those, and more while a grid load has fewer than two rounds (a load the last pass added has one or none: an A/A
+search on the CPU engine stopped so, its upper side open). Stopping at the first pass whose interval happened to be
+narrow enough covered the true ratio in 80% of the 146 of 400 simulated searches that stopped so (an exploratory run:
+Poisson arrivals, B's steps 10% shorter), against 98% of those that ran to their budget. After every pass it adds a load
+beyond the grid where an arm's capacity lies beyond it or is censored on that side, and the two loads around it where it
+has moved into the gap between the arms' grids; where an arm bracketed once is no longer bracketed by every level
+measured (its later rounds miss the target at every load, or meet it at every one), a load a growth step beyond the
+measured range, as bracketing would (and no step of ``resolution`` that way): one step of ``resolution`` per pass crept
+towards a knee 25% lower and spent the CPU engine's budget before it reached it. It also stops when the next probe would
+overrun the budget, when a grid load has ``max_rounds``, or when neither arm has a crossing within the load limits.
 
 The budget is in the caller's units: runs by default (each round costs two), or any cost per run of a load given
 as ``run_cost`` (seconds, when the caller knows how long a run at that load takes). :meth:`KneePlanner.forecast`
@@ -50,6 +50,7 @@ import numpy as np
 
 from tuner.stats import (
     LEAST_ROUNDS,
+    Capacity,
     CapacityEstimate,
     Crossing,
     LevelResult,
@@ -213,9 +214,11 @@ class KneePlanner:
         return run and all(self.rounds_at(x) >= LEAST_ROUNDS for x in self.grid or ())
 
     def _due(self) -> list[float]:
-        """The grid loads the current pass has yet to measure, lowest first."""
+        """The grid loads the current pass has yet to measure: loads never measured first (a bracket to find again,
+        a capacity beyond the grid: a budget that ends mid-pass must not leave them out), then lowest first."""
         assert self.grid is not None
-        return [x for x in self.grid if x not in self._levels or self._pass not in self._levels[x].passes]
+        due = [x for x in self.grid if x not in self._levels or self._pass not in self._levels[x].passes]
+        return sorted(due, key=lambda load: (load in self._levels, load))
 
     def _bracket_probe(self) -> float | None:
         """Phase 1's next load: beyond the measured range for the first arm (A, then B) whose crossing lies outside
@@ -246,9 +249,9 @@ class KneePlanner:
 
     def _after_pass(self) -> None:
         """At the end of a pass: after the pilot, plan the passes the precision needs; add a load a growth step
-        beyond the measured range where an arm is no longer bracketed, a load beyond the grid where an arm's capacity
-        lies beyond it or is censored on that side, and the two loads around it where it lies in the gap between
-        the two arms' grids."""
+        beyond the measured range where an arm is no longer bracketed, else a load beyond the grid where an arm's
+        capacity lies beyond it or is censored on that side, and the two loads around it where it lies in the gap
+        between the two arms' grids."""
         self.done += 1
         estimate = self.estimate()
         assert estimate is not None and self.grid
@@ -257,16 +260,11 @@ class KneePlanner:
             needed = rounds_needed(estimate.log_sd, self.precision, confidence=self.confidence, most=self.max_rounds)
             self.planned = None if needed is None else self.done + max(0, needed - have)
         grid = set(self.grid)
-        for censored in _crossings(self._levels, self.target):
-            if censored.bound != "exact" and (far := _beyond(self, censored)) is not None:
-                grid.add(far)  # bracketed once, no longer: bracket it again, a growth step beyond
+        far = {x for arm in _crossings(self._levels, self.target) if arm.bound != "exact" and (x := _beyond(self, arm))}
         for arm in (estimate.capacity_a, estimate.capacity_b):
-            if (arm.ci_low == 0 or arm.load < min(grid)) and (down := self._step(min(grid), 1 / self.resolution)):
-                grid.add(down)
-            if (math.isinf(arm.ci_high) or arm.load > max(grid)) and (up := self._step(max(grid), self.resolution)):
-                grid.add(up)
+            grid |= _widened(self, grid, arm, far)
             grid |= _around(arm.load, grid, self._subdivided, self.resolution)
-        self.grid = tuple(sorted(grid))
+        self.grid = tuple(sorted(grid | far))
 
     def _step(self, load: float, factor: float) -> float | None:
         """``load`` times ``factor`` (rounded, at least one unit away when integer, within the limits); None when
@@ -295,6 +293,18 @@ def _beyond(search: KneePlanner, arm: Crossing) -> float | None:
     limits stop it)."""
     edge = max(search._levels) if arm.bound == "at_least" else min(search._levels)
     return search._step(edge, search.growth if arm.bound == "at_least" else 1 / search.growth)
+
+
+def _widened(search: KneePlanner, grid: set[float], arm: Capacity, far: set[float]) -> set[float]:
+    """A load a ``resolution`` step beyond ``grid`` on each side where ``arm``'s capacity lies beyond it or is
+    censored, unless a load of ``far`` (a growth step away: bracketing an arm again) lies that way already."""
+    low, high = min(grid), max(grid)
+    loads = set()
+    if (arm.ci_low == 0 or arm.load < low) and min(far, default=low) >= low:
+        loads.add(search._step(low, 1 / search.resolution))
+    if (math.isinf(arm.ci_high) or arm.load > high) and max(far, default=high) <= high:
+        loads.add(search._step(high, search.resolution))
+    return {x for x in loads if x is not None}
 
 
 def _crossings(levels: dict[float, LevelResult], target: float) -> list[Crossing]:
