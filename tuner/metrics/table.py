@@ -46,6 +46,7 @@ def _rows() -> list[Metric]:
         Metric("goodput_requests_per_s", "req/s", True, Source.REQUESTS),
         Metric("slo_attainment", "fraction", True, Source.REQUESTS),
     ]
+    pause = [Metric("longest_pause_ms", "ms", False, Source.REQUESTS)]  # nothing streamed while requests waited
     latency = [
         Metric(
             f"{family}_{stat}_ms", "ms", False, Source.REQUESTS, step_level=stat == "mean" and family in ("tpot", "itl")
@@ -73,7 +74,7 @@ def _rows() -> list[Metric]:
         Metric("prompt_tokens", "tokens", True, Source.RUN, searchable=False),
         Metric("output_tokens", "tokens", True, Source.RUN, searchable=False),
     ]
-    return [*throughput, *latency, *processes, *replay, *run]
+    return [*throughput, *latency, *pause, *processes, *replay, *run]
 
 
 METRICS: dict[str, Metric] = {m.name: m for m in _rows()}

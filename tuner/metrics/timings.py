@@ -82,6 +82,7 @@ class RunMetrics(TypedDict):
     tpot_ms: dict[str, float | None]
     itl_ms: dict[str, float | None]
     e2e_ms: dict[str, float | None]
+    longest_pause_ms: NotRequired[float]  # records from before 2026-11-29 lack it
     send_lag_p99_ms: NotRequired[float]  # requests sent on a schedule
     send_lag_max_ms: NotRequired[float]
     prefix_cache_hit_rate: NotRequired[float]  # where vLLM reported cached prompt tokens
@@ -121,8 +122,24 @@ def summarize(timings: list[RequestTiming], wall_s: float, slo: LatencyTargets |
         "tpot_ms": percentiles(tpot),
         "itl_ms": percentiles(itl.tolist()),
         "e2e_ms": percentiles(e2e),
+        "longest_pause_ms": 1e3 * longest_pause(timings),
     }
     return _with_replay(metrics, timings, done)
+
+
+def longest_pause(timings: list[RequestTiming]) -> float:
+    """The longest time (s) in which nothing happened while a request was in flight: the largest gap between
+    consecutive events (a request sent, a chunk streamed, a request finished) while some request was sent and not yet
+    finished. Every step streams a chunk to each running request, so on a healthy run it is about the longest step
+    (or a prefill); a host stall, every process of the engine or the client descheduled for a while, shows as one gap
+    many steps long, whatever the arm (0 when no two events fall in one request's life)."""
+    sent = np.sort([t.sent for t in timings])
+    ended = np.sort([t.finished or max(t.chunk_times, default=t.sent) for t in timings])
+    chunks = [time for t in timings for time in t.chunk_times]
+    events = np.sort(np.concatenate([sent, ended, np.asarray(chunks, dtype=np.float64)]))
+    in_flight = np.searchsorted(sent, events, side="right") - np.searchsorted(ended, events, side="right")
+    gaps = np.diff(events)[in_flight[:-1] > 0]
+    return float(gaps.max()) if gaps.size else 0.0
 
 
 def _with_replay(metrics: RunMetrics, timings: list[RequestTiming], done: list[RequestTiming]) -> RunMetrics:
