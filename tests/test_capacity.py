@@ -176,9 +176,10 @@ def _record(tmp_path: Path) -> dict[str, Any]:
             "attainment": {"reference": sum(a) / len(a), "configuration": sum(b) / len(b)},
             "difference": {"difference": 0.05, "ci_low": -0.01, "ci_high": 0.11, "p_value": 0.09},
             "runs": {
-                "reference": [{"attainment": x, "wall_s": 2.0} for x in a],
-                "configuration": [{"attainment": x, "wall_s": 2.0} for x in b],
+                "reference": [{"attainment": x, "wall_s": 2.0, "other_cpus": 0.0} for x in a],
+                "configuration": [{"attainment": x, "wall_s": 2.0, "other_cpus": 0.0} for x in b],
             },
+            "set_aside": {"reference": [], "configuration": []},
         }
 
     return {
@@ -204,11 +205,14 @@ def _record(tmp_path: Path) -> dict[str, Any]:
             "spent_s": 58.0,
             "stop": "budget",
             "forecast": ["capacity budget 60 s: ..."],
+            "contention": {"cpus": 0.25},
         },
         "levels": [level(4.0, [1.0, 1.0, 0.95], [1.0, 1.0, 1.0]), level(8.0, [0.8, 0.85, 0.7], [0.95, 0.9, 0.9])],
         "estimate": _estimate(1.2, 1.05, 1.4),
         "summary": "the configuration serves 20.0% [5.0%, 40.0%] more requests/s",
         "workload": {},
+        "host": None,
+        "contention": None,
     }
 
 
@@ -227,6 +231,20 @@ def test_the_closing_sentence_says_when_the_host_was_saturated_and_what_that_did
     assert record["summary"].startswith("the configuration serves ")
     assert ("at least 95% busy in 12 of 12 runs" in record["summary"]) is saturated
     assert (SERVED_ON_A_SATURATED_HOST in record["summary"]) is (saturated and mode == "serve")
+    assert record["contention"]["rerun"] == 0 and "run again" not in record["summary"]
+
+
+def test_the_closing_sentence_says_how_many_rounds_were_run_again_after_other_work_took_the_host(
+    tmp_path: Path,
+) -> None:
+    record: Any = _record(tmp_path)
+    taken = {"attainment": 0.4, "wall_s": 3.1, "other_cpus": 1.1}
+    record["levels"][1]["set_aside"] = {"reference": [{**taken, "other_cpus": 0.0}], "configuration": [taken]}
+    conclude(record, LoadKnob.RATE)
+    assert record["contention"]["rerun"] == 1 and record["contention"]["contended"]["configuration"] == 1
+    assert record["summary"].startswith("the configuration serves ")
+    assert "1 of 7 rounds were run again because other processes" in record["summary"]
+    assert record["levels"][1]["attainment"]["configuration"] == pytest.approx(0.9167, abs=1e-4)  # as measured
 
 
 def test_the_report_tells_the_levels_and_draws_the_attainment_with_the_knees(tmp_path: Path) -> None:

@@ -20,9 +20,11 @@ ARMS = ("reference", "configuration")
 def test_a_runs_load_is_the_busy_share_of_the_host_and_the_trees_cpus_per_second() -> None:
     before = CpuSample(wall=10.0, busy_s=100.0, total_s=400.0, tree_s=50.0)
     after = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=53.0)  # 2 s on 2 CPUs: 3 of 4 CPU-s busy
-    assert run_load(before, after) == {"host_busy": 0.75, "tree_cpus": 1.5}
+    assert run_load(before, after) == {"host_busy": 0.75, "tree_cpus": 1.5, "other_cpus": 0.0}
     ended = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=40.0)  # a child ended: its seconds left
     assert run_load(before, ended)["tree_cpus"] == 0.0
+    shared = CpuSample(wall=12.0, busy_s=107.0, total_s=408.0, tree_s=53.0)  # 2 s on 4 CPUs, 4 CPU-s not the tool's
+    assert run_load(before, shared) == {"host_busy": 0.875, "tree_cpus": 1.5, "other_cpus": 2.0}
 
 
 SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass"
@@ -45,6 +47,18 @@ def test_a_busy_child_shows_in_the_trees_cpus_while_it_runs_and_after_it_ended()
     subprocess.run([sys.executable, "-c", SPIN.format(s=1.0)], check=True)
     ended = run_load(before, cpu_sample())
     assert ended["tree_cpus"] >= 0.5, ended
+
+
+def test_a_busy_process_outside_the_tree_shows_in_the_other_cpus() -> None:
+    """A process the tool started but left (its launcher exited, so it is no descendant) spinning for 3 s: while it
+    runs, other processes use at least half a CPU and the tool's tree (this test, sleeping) less."""
+    orphan = "import os, sys\nif os.fork():\n    sys.exit(0)\n" + SPIN.format(s=3.0)
+    subprocess.run([sys.executable, "-c", orphan], check=True)
+    time.sleep(0.3)  # the orphan is spinning
+    before = cpu_sample()
+    time.sleep(1.0)
+    load = run_load(before, cpu_sample())
+    assert load["other_cpus"] >= 0.5 and load["tree_cpus"] < 0.5, load
 
 
 def _runs(busy: list[float]) -> list[dict[str, float]]:

@@ -14,10 +14,19 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
+from tuner.capacity.contention import contention_record
 from tuner.capacity.load import at_load, current_load
 from tuner.capacity.search import KneeSearch
 from tuner.capacity.sentence import capacity_sentence
-from tuner.config import CapacitySearch, Experiment, LoadKnob, StartConfig, check_capacity, check_strategies
+from tuner.config import (
+    CapacitySearch,
+    Contention,
+    Experiment,
+    LoadKnob,
+    StartConfig,
+    check_capacity,
+    check_strategies,
+)
 from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, task
 from tuner.measure import Workbench, prepare
@@ -125,6 +134,7 @@ def _new_record(
         "spent_s": 0.0,
         "stop": None,
         "forecast": [],
+        "contention": settings.contention.model_dump() if settings.contention else None,
     }
     return {
         "schema": CAPACITY_SCHEMA,
@@ -143,6 +153,7 @@ def _new_record(
         "summary": "",
         "workload": workload,
         "host": None,
+        "contention": None,
     }
 
 
@@ -156,12 +167,14 @@ SERVED_ON_A_SATURATED_HOST = (
 
 
 def conclude(record: CapacityRecord, knob: LoadKnob) -> None:
-    """Set the record's ``host`` (the host's load over its runs) and its closing sentence: the capacities and their
-    ratio, then the host's note where runs were saturated, and for a served search the evidence that such searches
-    misled on a small host."""
+    """Set the record's ``host`` (the host's load over its runs), its ``contention`` (the rounds run again after
+    other work took the host) and its closing sentence: the capacities and their ratio, then the notes on rounds run
+    again and on saturated runs, and for a served search the evidence that such searches misled on a small host."""
     runs = {arm: [run for level in record["levels"] for run in level["runs"][arm]] for arm in ARMS}
     host = record["host"] = host_record(runs, ARMS)
-    notes = [host["note"]] if host["note"] else []
+    rule = record["search"]["contention"]
+    rerun = record["contention"] = contention_record(record["levels"], Contention(**rule) if rule else None)
+    notes = [note for note in (rerun["note"], host["note"]) if note]
     if host["note"] and record["mode"] == "serve":
         notes.append(SERVED_ON_A_SATURATED_HOST)
     sentence = capacity_sentence(record["estimate"], knob, record["slo"], record["target"])

@@ -81,6 +81,7 @@ class KneeSearch:
                     seed=seed,
                     feedback=self.feedback,
                     progress=progress,
+                    contention=settings.contention,
                 )
             bracketing = search.phase == "bracket"
             search.record(measured.level, cost=measured.seconds)
@@ -152,11 +153,13 @@ def _merge_level(record: CapacityRecord, levels: tuple[LevelResult, ...], measur
             "attainment": {},
             "difference": None,
             "runs": {arm: [] for arm in ARMS},
+            "set_aside": {arm: [] for arm in ARMS},
         }
         record["levels"].append(entry)
         record["levels"].sort(key=lambda lv: lv["load"])
     for arm in ARMS:
         entry["runs"][arm] += measured.runs[arm]
+        entry["set_aside"][arm] += measured.set_aside[arm]
     new: LevelRecord = {
         **entry,
         "rounds": level.counts.rounds,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from tuner.config.capacity import CapacitySearch, LoadKnob
+from tuner.config.capacity import CapacitySearch, Contention, LoadKnob
 from tuner.config.checks import (
     check_capacity,
     check_dataset,
@@ -75,6 +75,7 @@ __all__ = [
     "RESTART_HEADS",
     "CapacitySearch",
     "Constraint",
+    "Contention",
     "Experiment",
     "FixedLen",
     "LengthDist",

@@ -29,6 +29,15 @@ class LoadKnob(StrEnum):
         return {"speed": "x recorded speed", "rate": "requests/s", "concurrency": "requests in flight"}[self.value]
 
 
+class Contention(BaseModel):
+    """``capacity.contention``: when a round is run again, once, because other work on the saturated host took CPUs
+    the comparison needed during one of its runs (:mod:`tuner.capacity.contention`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    cpus: float = Field(0.25, gt=0, le=4096, description="other processes used this many CPUs during a run")
+
+
 class CapacitySearch(BaseModel):
     """``capacity:``: the attainment target and the knee search's settings."""
 
@@ -47,6 +56,9 @@ class CapacitySearch(BaseModel):
         0.05, gt=0, le=1, description="stop once the capacity ratio's CI half-width (log scale) is at most this"
     )
     budget_s: float = Field(900, gt=0, le=7 * 24 * 3600, description="engine seconds the search may spend")
+    contention: Contention | None = Field(
+        Contention(), description="run a round again once when other work took CPUs from one of its runs; null: never"
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> CapacitySearch:

@@ -3,7 +3,7 @@ timings and the metrics computed from them), ``pairs`` (a metric's paired estima
 ``tail_attribution`` (slow tokens explained by GC pauses and long engine steps) and ``host_load`` (how busy the
 host was while a run measured)."""
 
-from tuner.metrics.host_load import HostRecord, cpu_sample, host_record, run_load
+from tuner.metrics.host_load import SATURATED, HostRecord, cpu_sample, host_record, run_load
 from tuner.metrics.pairs import Pair, guard_estimate, pairs_estimate, run_pair
 from tuner.metrics.table import (
     HIGHER_IS_BETTER,
@@ -28,6 +28,7 @@ __all__ = [
     "HIGHER_IS_BETTER",
     "LATENCY_FAMILIES",
     "METRIC_NAMES",
+    "SATURATED",
     "STEP_LEVEL_METRICS",
     "Attribution",
     "HostRecord",

@@ -42,6 +42,7 @@ class RunLoad(TypedDict):
 
     host_busy: float
     tree_cpus: float  # CPU seconds of the tool, its server and its engine per wall second
+    other_cpus: float  # CPU seconds of every other process on the host per wall second (other work)
 
 
 class HostRecord(TypedDict):
@@ -77,9 +78,12 @@ def run_load(before: CpuSample, after: CpuSample) -> RunLoad:
     total = after.total_s - before.total_s
     wall = after.wall - before.wall
     busy = (after.busy_s - before.busy_s) / total if total > 0 else 0.0
+    tree = max(after.tree_s - before.tree_s, 0.0)
+    other = max(after.busy_s - before.busy_s - tree, 0.0)
     return {
         "host_busy": min(max(busy, 0.0), 1.0),  # the counters tick in 10 ms: a short run's share can overshoot
-        "tree_cpus": max(after.tree_s - before.tree_s, 0.0) / wall if wall > 0 else 0.0,
+        "tree_cpus": tree / wall if wall > 0 else 0.0,
+        "other_cpus": other / wall if wall > 0 else 0.0,
     }
 
 

@@ -39,7 +39,9 @@ class LevelRecord(TypedDict):
     requests: int  # per arm and round
     attainment: dict[str, float]  # per arm ("reference", "configuration"): pooled over rounds
     difference: AttainmentDifferenceRecord | None  # configuration - reference; None at 1 round
-    runs: dict[str, list[dict[str, float]]]  # per arm, per round: attainment, wall_s, host_busy, tree_cpus, position
+    runs: dict[str, list[dict[str, float]]]  # per arm, per round: attainment, wall_s, host_busy, tree_cpus, position,
+    # other_cpus (other processes' CPUs in use), pause_s (the run's longest pause)
+    set_aside: dict[str, list[dict[str, float]]]  # per arm, as runs: the rounds run again (other work took the host)
 
 
 class SearchRecord(TypedDict):
@@ -58,6 +60,16 @@ class SearchRecord(TypedDict):
         str | None
     )  # planned (the passes the precision needs), budget, max_rounds, censored, interrupted; None: running
     forecast: list[str]  # what the budget could resolve, said before the run and once the knee was bracketed
+    contention: dict[str, float] | None  # capacity.contention (cpus): when a round was run again; None: never
+
+
+class ContentionRecord(TypedDict):
+    """The rounds run again after other work took the host (:mod:`tuner.capacity.contention`)."""
+
+    rounds: int  # rounds kept, both arms
+    rerun: int  # rounds set aside and run again
+    contended: dict[str, int]  # per arm: set-aside rounds in which other processes took more CPUs from its run
+    note: str | None  # what the summary says of them, None where no round was run again
 
 
 class CapacityRecord(TypedDict):
@@ -77,6 +89,7 @@ class CapacityRecord(TypedDict):
     summary: str  # the sentence the report and the CLI print (with the host's note, where it has one)
     workload: WorkloadRecord  # the workload record at the start load
     host: HostRecord | None  # the host's load over the runs (None: a search from before 2026-11-29)
+    contention: ContentionRecord | None  # the rounds run again after other work took the host (None: before 2026-11-29)
 
 
 def capacity_path(output_dir: Path, experiment: str) -> Path:

@@ -208,8 +208,14 @@ def upgrade_summary(summary: dict[str, Any]) -> None:
 
 def upgrade_capacity(capacity: dict[str, Any]) -> None:
     """Bring a capacity record to the current :class:`tuner.records.capacity.CapacityRecord` layout: ``host``
-    (added on 2026-11-29) is None where the search did not sample the host's load."""
+    (added on 2026-11-29) is None where the search did not sample the host's load; ``contention`` and the search's
+    ``contention`` (added the same day) are None, and each level's ``set_aside`` empty, where no round was run again
+    after other work took the host."""
     capacity.setdefault("host", None)
+    capacity.setdefault("contention", None)
+    capacity.get("search", {}).setdefault("contention", None)
+    for level in capacity.get("levels", []):
+        level.setdefault("set_aside", {arm: [] for arm in level.get("runs", {})})
     upgrade_workload(capacity.get("workload"))
 
 
