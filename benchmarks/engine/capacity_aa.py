@@ -1,7 +1,8 @@
 """``tuner capacity`` on the CPU engine: A/A searches (the capacity ratio's CI must cover 1) and known slowdowns
 (its CI must lie below 1), each a whole search through the command's own code on one streaming engine.
 
-    python -m benchmarks.engine.capacity_aa [--mode engine|serve] [--aa 5] [--slow 2] [--out FILE]
+    python -m benchmarks.engine.capacity_aa [--mode engine|serve] [--aa 5] [--slow 2] [--rerun on|off]
+        [--contention PERIOD,BURST] [--out FILE]
 
 The A/A configuration is ``known_delay`` with no delay: every engine process switches between the arms as in a real
 comparison, and nothing differs. The slowdown is a 5 ms wait before every batch the worker executes. The workload is
@@ -9,13 +10,17 @@ the engine test's (``tests/engine/test_capacity_engine.py``): 48 requests of 16 
 <= 200 ms for 90% of them, a 90 s budget per search; each search draws other requests (its own seed). With ``--mode
 serve`` every search runs through one OpenAI server the tool starts (client, API server, EngineCore and worker on
 this host), as ``mode: serve`` does. Each row keeps the host's load over its runs (``host``: how many
-were saturated per arm, and the closing note).
+were saturated per arm, and the closing note) and the rounds run again after other work took the host (``rerun``;
+``--rerun off``: never, ``capacity.contention: null``). ``--contention 6,0.4`` adds other work: on every CPU a
+process outside the tool's tree spins for 0.4 s at exponential intervals of mean 6 s, all at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -39,7 +44,7 @@ ENGINE = {
 ARMS: dict[str, StrategySet] = {"aa": {"known_delay": {}}, "slow": {"known_delay": {"worker_ms": 5.0}}}
 
 
-def experiment(seed: int, out: Path, budget_s: float, mode: str) -> Experiment:
+def experiment(seed: int, out: Path, budget_s: float, mode: str, rerun: bool = True) -> Experiment:
     return Experiment.model_validate(
         {
             "name": f"capacity-aa-{seed}",
@@ -53,7 +58,14 @@ def experiment(seed: int, out: Path, budget_s: float, mode: str) -> Experiment:
                 "seed": seed,
             },
             "measure": {"slo": {"ttft_ms": 200.0}, "warmup_prompts": 0},
-            "capacity": {"attainment": 0.9, "rounds": 2, "budget_s": budget_s, "min_load": 2, "max_load": 1024},
+            "capacity": {
+                "attainment": 0.9,
+                "rounds": 2,
+                "budget_s": budget_s,
+                "min_load": 2,
+                "max_load": 1024,
+                **({} if rerun else {"contention": None}),
+            },
             "output_dir": str(out),
         }
     )
@@ -76,8 +88,13 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
         "capacity": [arm["load"] for arm in arms],
         "bounds": [arm["bound"] for arm in arms],
         "loads": len(record["levels"]),
+        "passes": estimate["passes"] if estimate else None,
+        "passes_beside": estimate["passes_beside"] if estimate else None,
+        "rounds": estimate["rounds"] if estimate else None,
         "spent_s": round(record["search"]["spent_s"], 1),
         "stop": record["search"]["stop"],
+        "rerun": record["contention"]["rerun"] if record["contention"] else 0,
+        "contended": record["contention"]["contended"] if record["contention"] else None,
         "wall_s": round(time.perf_counter() - began, 1),
         "host": record["host"],
         "summary": record["summary"],
@@ -95,7 +112,9 @@ def summary(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, A
     return {
         "command": (
             f"python -m benchmarks.engine.capacity_aa --mode {args.mode} --aa {args.aa} --slow {args.slow} "
-            f"--budget-s {args.budget_s:g} --out {args.out}"
+            f"--budget-s {args.budget_s:g} --rerun {args.rerun}"
+            + (f" --contention {args.contention}" if args.contention else "")
+            + f" --out {args.out}"
         ),
         "environment": environment_record(),
         "aa_covering_1": f"{sum(r['covers_1'] for r in aa)} of {len(aa)}",
@@ -107,6 +126,33 @@ def summary(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, A
     }
 
 
+BURNER = """
+import os, random, sys, time
+period, burst, stop = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+for _ in range(os.cpu_count() or 1):
+    if os.fork() == 0:
+        break
+else:
+    sys.exit(0)  # the launcher leaves, so its children are not the tool's descendants
+waits = random.Random(7)  # the same intervals in every burner: together they take the whole host
+while not os.path.exists(stop):
+    time.sleep(waits.expovariate(1 / period))
+    end = time.perf_counter() + burst
+    while time.perf_counter() < end:
+        pass
+"""
+"""Other work on the host: a process per CPU, outside the tool's process tree, spinning ``burst`` seconds at
+exponential intervals of mean ``period`` seconds, until the file ``stop`` exists."""
+
+
+def contention(spec: str | None, stop: Path) -> None:
+    """Start the burners of ``--contention PERIOD,BURST`` (none without a spec); they end once ``stop`` exists."""
+    stop.unlink(missing_ok=True)
+    if spec is not None:
+        period, burst = spec.split(",")
+        subprocess.run([sys.executable, "-c", BURNER, period, burst, str(stop)], check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mode", choices=("engine", "serve"), default="engine", help="in-process or served")
@@ -114,6 +160,10 @@ def main() -> None:
     parser.add_argument("--slow", type=int, default=2, help="known-slowdown searches")
     parser.add_argument("--budget-s", type=float, default=90.0)
     parser.add_argument("--out", type=Path, default=Path("results/reference/capacity-aa-cpu.json"))
+    parser.add_argument("--rerun", choices=("on", "off"), default="on", help="capacity.contention: rounds run again")
+    parser.add_argument(
+        "--contention", metavar="PERIOD,BURST", help="other work on every CPU: BURST s at mean intervals of PERIOD s"
+    )
     args = parser.parse_args()
     scratch = Path("results/benchmarks/capacity-aa")
     serve = experiment(0, scratch, args.budget_s, args.mode).serving
@@ -121,12 +171,16 @@ def main() -> None:
         {**ENGINE, "enable_prefix_caching": True}, encode_spec({}, ["known_delay"]), streaming=True, serve=serve
     )
     rows: list[dict[str, Any]] = []
+    stop = scratch / "stop-contention"
+    scratch.mkdir(parents=True, exist_ok=True)
+    contention(args.contention, stop)
     try:
         for index, kind in enumerate(["aa"] * args.aa + ["slow"] * args.slow):
-            exp = experiment(100 + index, scratch, args.budget_s, args.mode)
+            exp = experiment(100 + index, scratch / f"search-{index}", args.budget_s, args.mode, args.rerun == "on")
             rows.append(search(Workbench(session, exp), exp, kind))
             write_json(args.out, summary(rows, args))  # after every search: an interrupted series keeps what it has
     finally:
+        stop.touch()
         session.close()
     result = summary(rows, args)
     print(f"A/A CIs covering 1: {result['aa_covering_1']}; slowdowns found below 1: {result['slow_below_1']}")

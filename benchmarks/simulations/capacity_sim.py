@@ -16,8 +16,9 @@ drift at its stationary spread) with the target, by bisection in log load. Print
 with its Wilson 95% interval: (1) under A/A at 3, 5 and 8 rounds, at the knee (bursty, Poisson) and past it (1.4 x
 bursty, 1.2 x Poisson), the attainment test's false-positive rate beside request-level McNemar, 10 chunks per round
 as clusters and rounds as clusters with the normal quantile, and its power; (2) over whole searches, the ratio's
-coverage of 1 (A/A) and of the truth (B faster), the shares excluding 1 or open, median precision, rounds and runs,
-beside the delete-one-pass jackknife with t and the bootstrap percentile without stretch (both without the floor).
+coverage of 1 (A/A) and of the truth (B faster), the shares excluding 1 or open, median precision, the estimates'
+SD and bias (log) and the intervals' mean half-width over that SD, rounds and runs, beside the delete-one-pass
+jackknife with t and the bootstrap percentile without stretch (both without the floor).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -307,11 +309,15 @@ def summarize_searches(searches: list[KneePlanner], truth: float) -> dict[str, A
             covered[name] += low <= math.log(truth) <= high
             halves.setdefault(name, []).append((high - low) / 2)
     bounded = [e for _, e in done if e.ci_low > 0 and math.isfinite(e.ci_high)]
+    log_ratios = np.log([e.ratio for _, e in done if 0 < e.ratio < math.inf])
     return {
         "truth": truth,
         "searches": len(searches),
         "covered": {name: rate(covered[name], len(done)) for name in sorted(covered)},
         "median_half_width_log": {name: float(np.median(v)) for name, v in sorted(halves.items())},
+        "sd_log_ratio": (sd := float(np.std(log_ratios, ddof=1))),  # a calibrated 95% CI's half-width: ~2 SDs
+        "mean_half_width_over_sd": {k: float(np.mean([x for x in v if x < math.inf]) / sd) for k, v in halves.items()},
+        "bias_log": float(np.mean(log_ratios) - math.log(truth)),
         "excludes_1": rate(sum(e.flagged for _, e in done), len(done)),
         "open_interval": rate(len(done) - len(bounded), len(done)),
         "median_precision": float(np.median([e.precision for e in bounded])) if bounded else None,
@@ -348,9 +354,8 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     server, host = Server(), Host()
     worlds = {bursty: World(server, host, bursty=bursty, effect=0.0) for bursty in (True, False)}
-    config = {**vars(args), "out": str(args.out), "server": asdict(server)}
-    config |= {"host": asdict(host), "searches_run": SEARCHES}
-    result: dict[str, Any] = {"config": config, "truth": {}}
+    config = {**vars(args), "out": str(args.out), "server": asdict(server), "host": asdict(host)}
+    result: dict[str, Any] = {"config": config | {"searches_run": SEARCHES}, "truth": {}}
     knees: dict[tuple[bool, float], float] = {}
     for bursty, effect in ((True, 0.0), (True, 0.1), (False, 0.0), (False, 0.1)):
         knees[bursty, effect] = true_capacity(worlds[bursty], args.target, effect)
@@ -370,25 +375,20 @@ def main() -> None:
         found = attainment_test(rng, replace(worlds[True], effect=effect), knees[True, 0.0], rounds, args.tests)
         tests[f"power_bursty_{rounds}_rounds_effect_{effect}"] = found
         called = show("B called better", found["called_different"]["tool_b_better"])
-        print(
-            f"B's steps x{1 - effect:.2f}, bursty, {rounds} rounds: {called}, "
-            f"mean difference {found['difference_mean']:+.4f}"
-        )
+        print(f"B's steps x{1 - effect:.2f}, bursty, {rounds} rounds: {called}, "
+              f"mean difference {found['difference_mean']:+.4f}")  # fmt: skip
     result["attainment"] = tests
 
     searches: dict[str, Any] = {}
     for name, bursty, effect, budget in SEARCHES:
-        start = 0.6 * knees[bursty, 0.0]
-
-        def make(start: float = start, budget: float = budget) -> KneePlanner:
-            return KneePlanner(start, args.target, budget=budget, precision=args.precision)
-
+        make = partial(KneePlanner, 0.6 * knees[bursty, 0.0], args.target, budget=budget, precision=args.precision)
         finished = run_searches(rng, replace(worlds[bursty], effect=effect), args.searches, make)
         truth = knees[bursty, effect] / knees[bursty, 0.0] if effect else 1.0
         searches[name] = summary = summarize_searches(finished, truth)
         covered = ", ".join(show(k, v) for k, v in summary["covered"].items())
         shares = f"{show('excludes 1', summary['excludes_1'])}, {show('open', summary['open_interval'])}"
-        print(f"{name}: covered {covered}; {shares}; median precision {summary['median_precision']:.2%}; runs "
+        print(f"{name}: covered {covered}; {shares}; median precision {summary['median_precision']:.2%}; half-width "
+              f"/ SD {summary['mean_half_width_over_sd']['tool']:.2f}, bias {summary['bias_log']:+.4f}; runs "
               f"{summary['runs']['mean']:.0f} ({time.perf_counter() - began:.0f} s)", flush=True)  # fmt: skip
     result["capacity"] = searches
     result["seconds"] = round(time.perf_counter() - began, 1)
