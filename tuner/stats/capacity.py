@@ -17,7 +17,7 @@ as they were. The percentile interval of the log ratio is stretched about the es
 / z, the small-sample correction a t interval makes, at the p passes that measured a load either side of a crossing
 (a bracketing round at a distant load tells nothing about it); a side is open when more than the tail's share of
 resamples is censored on it. On the simulated server (``benchmarks/simulations/capacity_sim.py``, 1000 searches per
-case) it covered 1 under A/A in 98.0-100% of searches and the true ratio, B's steps 10% shorter, in 95.3-99.6%; the
+case) it covered 1 under A/A in 98.2-100% of searches and the true ratio, B's steps 10% shorter, in 95.0-99.5%; the
 delete-one-pass jackknife with the t quantile covered that in 83.2% (48 runs) and 90.2% (Poisson arrivals), as the
 crossing moves nonlinearly with the noise, and the bootstrap without the stretch in 91.9-92.5% on Poisson arrivals
 (an earlier run, the stretch counting every pass, covered 1 in 95.0% of A/A Poisson searches). The interval also
