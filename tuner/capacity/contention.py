@@ -30,7 +30,7 @@ from tuner.records import ARMS, ContentionRecord, LevelRecord
 def contended(rule: Contention, runs: Mapping[str, Mapping[str, float]]) -> str | None:
     """The arm whose run in this round (``runs``: per arm, its run's ``host_busy`` and ``other_cpus``) had the host
     saturated and other processes using at least ``rule.cpus`` CPUs (the more so of the two); None if neither."""
-    arm = max(ARMS, key=lambda arm: runs[arm]["other_cpus"])
+    arm = _more_taken(runs)
     return arm if runs[arm]["host_busy"] >= SATURATED and runs[arm]["other_cpus"] >= rule.cpus else None
 
 
@@ -45,7 +45,7 @@ def contention_record(levels: list[LevelRecord], rule: Contention | None) -> Con
     ]
     counts = {arm: 0 for arm in ARMS}
     for pair in aside:
-        counts[max(ARMS, key=lambda arm: pair[arm]["other_cpus"])] += 1
+        counts[_more_taken(pair)] += 1
     note = None
     if aside and rule is not None:
         note = (
@@ -54,3 +54,8 @@ def contention_record(levels: list[LevelRecord], rule: Contention | None) -> Con
             f"configuration {counts['configuration']})."
         )
     return {"rounds": kept, "rerun": len(aside), "contended": counts, "note": note}
+
+
+def _more_taken(runs: Mapping[str, Mapping[str, float]]) -> str:
+    """The arm during whose run in the round other processes used more CPUs (the reference on a tie)."""
+    return max(ARMS, key=lambda arm: runs[arm]["other_cpus"])
