@@ -18,7 +18,8 @@ from tuner.capacity import configuration_from
 from tuner.capacity.load import at_load, current_load, offered_rps
 from tuner.capacity.run import SERVED_ON_A_SATURATED_HOST, conclude
 from tuner.capacity.search import typical_wall
-from tuner.capacity.sentence import capacity_sentence, slo_words
+from tuner.capacity.sentence import capacity_sentence
+from tuner.capacity.slo import CapacitySlo
 from tuner.cli.main import app
 from tuner.config import Experiment, LoadKnob
 from tuner.errors import UserError
@@ -132,8 +133,8 @@ def _estimate(
 ) -> dict[str, Any]:
     flagged = (low is not None and low > 1) or (high is not None and high < 1)
     return {
-        "capacity_a": {"load": 10.0, "bound": bounds[0]},
-        "capacity_b": {"load": 10.0 * ratio, "bound": bounds[1]},
+        "capacity_a": {"load": 10.0, "bound": bounds[0], "ci_low": 9.0, "ci_high": 11.0},
+        "capacity_b": {"load": 10.0 * ratio, "bound": bounds[1], "ci_low": 9.0 * ratio, "ci_high": 11.0 * ratio},
         "ratio": ratio,
         "ratio_bound": "exact" if bounds == ("exact", "exact") else "unknown",
         "ci_low": low,
@@ -152,29 +153,40 @@ def test_one_stalled_run_does_not_make_a_load_look_dearer() -> None:
 
 
 def test_the_sentence_says_what_the_interval_shows() -> None:
-    slo = {"ttft_ms": 500.0, "tpot_ms": 50.0, "e2e_ms": None}
-    assert slo_words(slo, 0.99) == "99% of requests within TTFT <= 500 ms and TPOT <= 50 ms"
-    more = capacity_sentence(_estimate(1.061, 1.023, 1.098), LoadKnob.RATE, slo, 0.99)
+    experiment = Experiment.model_validate({"name": "x", "measure": {"slo": {"ttft_ms": 500.0, "tpot_ms": 50.0}}})
+    slo = CapacitySlo.of(experiment).words("slo")
+    assert slo == "99% of requests within TTFT <= 500 ms and TPOT <= 50 ms"
+    more = capacity_sentence(_estimate(1.061, 1.023, 1.098), LoadKnob.RATE, slo)
     assert more.startswith("the configuration serves 6.1% [2.3%, 9.8%] more requests/s than the reference at 99%")
-    less = capacity_sentence(_estimate(0.486, None, 0.6), LoadKnob.SPEED, slo, 0.99)
+    less = capacity_sentence(_estimate(0.486, None, 0.6), LoadKnob.SPEED, slo)
     assert less.startswith("the configuration serves 51.4% (95% CI: at least 40.0%) less traffic (replay speed)")
-    unclear = capacity_sentence(_estimate(1.02, 0.97, None), LoadKnob.RATE, slo, 0.99)
+    unclear = capacity_sentence(_estimate(1.02, 0.97, None), LoadKnob.RATE, slo)
     assert "is not shown to serve a different load than the reference" in unclear
     assert "+2.0% (95% CI: at least -3.0%)" in unclear
-    censored = capacity_sentence(_estimate(1.0, None, None, ("at_least", "exact")), LoadKnob.SPEED, slo, 0.99)
+    censored = capacity_sentence(_estimate(1.0, None, None, ("at_least", "exact")), LoadKnob.SPEED, slo)
     assert censored.startswith("capacity not bracketed") and "the reference meets it at every load probed" in censored
-    assert capacity_sentence(None, LoadKnob.RATE, slo, 0.99).startswith("no capacity estimate")
+    assert capacity_sentence(None, LoadKnob.RATE, slo).startswith("no capacity estimate")
 
 
 def _record(tmp_path: Path) -> dict[str, Any]:
     def level(load: float, a: list[float], b: list[float]) -> dict[str, Any]:
+        attainment = {"reference": sum(a) / len(a), "configuration": sum(b) / len(b)}
+        difference = {"difference": 0.05, "ci_low": -0.01, "ci_high": 0.11, "p_value": 0.09}
         return {
             "load": load,
             "offered_rps": load,
             "rounds": len(a),
             "requests": 20,
-            "attainment": {"reference": sum(a) / len(a), "configuration": sum(b) / len(b)},
-            "difference": {"difference": 0.05, "ci_low": -0.01, "ci_high": 0.11, "p_value": 0.09},
+            "attainment": attainment,
+            "difference": difference,
+            "checks": [attainment],
+            "tiers": {
+                "slo": {
+                    "attainment": attainment,
+                    "rounds": {"reference": a, "configuration": b},
+                    "difference": difference,
+                }
+            },
             "runs": {
                 "reference": [{"attainment": x, "wall_s": 2.0, "other_cpus": 0.0} for x in a],
                 "configuration": [{"attainment": x, "wall_s": 2.0, "other_cpus": 0.0} for x in b],
@@ -208,7 +220,16 @@ def _record(tmp_path: Path) -> dict[str, Any]:
             "contention": {"cpus": 0.25},
         },
         "levels": [level(4.0, [1.0, 1.0, 0.95], [1.0, 1.0, 1.0]), level(8.0, [0.8, 0.85, 0.7], [0.95, 0.9, 0.9])],
-        "estimate": _estimate(1.2, 1.05, 1.4),
+        "estimate": (estimate := _estimate(1.2, 1.05, 1.4)),
+        "checks": [{"metric": "slo", "limit_ms": None, "words": "TTFT <= 500 ms"}],
+        "tiers": [
+            {
+                "name": "slo",
+                "words": "90% of requests within TTFT <= 500 ms",
+                "shares": [{"check": 0, "least": 0.9}],
+                "estimate": estimate,
+            }
+        ],
         "summary": "the configuration serves 20.0% [5.0%, 40.0%] more requests/s",
         "workload": {},
         "host": None,
@@ -288,8 +309,9 @@ def test_the_per_load_table_exports_as_csv_with_achieved_load_goodput_and_interv
     exported = CliRunner().invoke(app, ["export", "loads", str(tmp_path / "cap"), "-o", str(out)])
     assert exported.exit_code == 0, exported.output
     rows = list(csv.DictReader(out.read_text().splitlines()))
-    assert [(r["load"], r["arm"]) for r in rows] == [
-        ("4", "reference"), ("4", "configuration"), ("8", "reference"), ("8", "configuration")
+    assert [(r["load"], r["tier"], r["arm"]) for r in rows] == [
+        ("4", "slo", "reference"), ("4", "slo", "configuration"),
+        ("8", "slo", "reference"), ("8", "slo", "configuration"),
     ]  # fmt: skip
     eight = rows[2]
     assert float(eight["achieved_rps"]) == pytest.approx(10.0) and float(eight["goodput_rps"]) == pytest.approx(47 / 6)

@@ -10,7 +10,8 @@ import pytest
 import tuner.capacity.levels
 from tuner.capacity.contention import contended, contention_record
 from tuner.capacity.levels import MeasuredLevel, measure_level
-from tuner.config import CapacitySearch, Contention
+from tuner.capacity.slo import CapacitySlo
+from tuner.config import CapacitySearch, Contention, Experiment
 from tuner.feedback import SILENT
 from tuner.records import ARMS, LevelRecord
 
@@ -42,7 +43,8 @@ class _Engine:
 
     def repetition(self, feedback: Any, label: str) -> dict[str, Any]:
         metrics = {"wall_s": 1.0, "longest_pause_ms": 20.0}
-        return {"met": next(self._met), "metrics": metrics}
+        met = next(self._met)
+        return {"met": met, "latencies": [None] * len(met), "metrics": metrics}
 
 
 def _measure(
@@ -67,6 +69,7 @@ def _measure(
         seed=0,
         feedback=SILENT,
         progress=SILENT.task("", None),
+        slo=CapacitySlo.of(Experiment(name="x", measure={"slo": {"ttft_ms": 100}})),
         contention=rule,
     )
     return measured, engine
@@ -80,16 +83,16 @@ def test_a_round_other_work_took_is_set_aside_and_run_again_once(monkeypatch: py
     first = [(good, 0.0), (bad, 1.2), (good, 0.0), (good, 0.05)]  # reference first, then run again
     second = [(bad, 1.3), (good, 0.0), (bad, 1.1), (good, 0.0)]  # configuration first, then run again
     measured, engine = _measure(monkeypatch, first + second, RULE, rounds=2)
-    assert measured.level.counts.rounds == 2 and [len(measured.set_aside[arm]) for arm in ARMS] == [2, 2]
+    assert measured.level.rounds == 2 and [len(measured.set_aside[arm]) for arm in ARMS] == [2, 2]
     assert [r["other_cpus"] for r in measured.set_aside["configuration"]] == pytest.approx([1.2, 1.3])
     assert [r["other_cpus"] for r in measured.runs["configuration"]] == pytest.approx([0.05, 1.1])
-    assert sum(measured.level.counts.met_b) == 3 and sum(measured.level.counts.met_a) == 4
+    assert sum(measured.level.checks[0].met_b) == 3 and sum(measured.level.checks[0].met_a) == 4
     assert len(engine.switched) == 8  # two rounds, each run twice
 
 
 def test_without_the_rule_a_round_other_work_took_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     measured, _ = _measure(monkeypatch, [([True, True], 0.0), ([True, False], 1.2)], None, rounds=1)
-    assert measured.set_aside == {arm: [] for arm in ARMS} and sum(measured.level.counts.met_b) == 1
+    assert measured.set_aside == {arm: [] for arm in ARMS} and sum(measured.level.checks[0].met_b) == 1
 
 
 def _level(rounds: int, aside: list[tuple[float, float]]) -> LevelRecord:

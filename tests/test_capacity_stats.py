@@ -451,7 +451,7 @@ def test_the_search_stops_at_max_rounds() -> None:
     """An unreachable precision and a large budget: it stops when a grid load has ``max_rounds`` rounds."""
     search = KneePlanner(5.0, 0.95, budget=10_000, precision=1e-6, max_rounds=6)
     _run(search)
-    assert search.stop_reason == "max_rounds" and max(level.counts.rounds for level in search.levels) == 6
+    assert search.stop_reason == "max_rounds" and max(level.rounds for level in search.levels) == 6
 
 
 def test_both_arms_beyond_the_highest_allowed_load_is_censored() -> None:

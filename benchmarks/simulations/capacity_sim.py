@@ -279,16 +279,16 @@ def rejected_intervals(levels: tuple[LevelResult, ...], target: float, confidenc
     """The log-ratio intervals the tool's was chosen over, on its own pieces: the delete-one-pass jackknife with the
     t quantile, and the bootstrap percentile without the stretch (both without the floor)."""
     loads, _, table = capacity._table(levels)
-    passes = table.shape[1]
-    full = capacity._arms(loads, table.sum(axis=1)[None], target)
+    passes, shares = table.shape[1], capacity.tier(target)
+    full = capacity._arms(loads, table.sum(axis=1)[None], shares)
     point = float(full[1].log_load[0] - full[0].log_load[0])
-    left_out = capacity._arms(loads, table.sum(axis=1)[None] - np.moveaxis(table, 1, 0), target)
+    left_out = capacity._arms(loads, table.sum(axis=1)[None] - np.moveaxis(table, 1, 0), shares)
     with np.errstate(invalid="ignore"):
-        replicates = capacity._signed_log(left_out[1]) - capacity._signed_log(left_out[0])
+        replicates = capacity.signed_log(left_out[1]) - capacity.signed_log(left_out[0])
     finite = bool(np.all(np.isfinite(replicates)))
     se = math.sqrt((passes - 1) / passes * float(np.sum((replicates - replicates.mean()) ** 2))) if finite else math.inf
     half = float(stats.t.ppf((1 + confidence) / 2, passes - 1)) * se
-    boot = capacity._resampled(loads, table, target, 2000, 0)
+    boot = capacity._resampled(loads, table, shares, 2000, 0)
     with np.errstate(invalid="ignore"):
         values = boot[1] - boot[0]
     tail = (1 - confidence) / 2

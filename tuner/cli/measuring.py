@@ -71,8 +71,9 @@ def capacity(
         typer.Option(help="the configuration to compare: a sweep's winner.yaml (default: the experiment's strategies)"),
     ] = None,
 ) -> None:
-    """The largest load (a trace's speed, a rate or a concurrency) at which `measure.slo` holds for the reference
-    and for a configuration, and their ratio with a CI: both arms on one engine, paired per request."""
+    """The largest load (a trace's speed, a rate or a concurrency) at which `measure.slo` (or each SLO tier of
+    `capacity.tiers`) holds for the reference and for a configuration, and their ratio with a CI: both arms on one
+    engine, paired per request."""
     with user_errors():
         loaded = _load_writable(experiment)
         from tuner.capacity import configuration_from, run_capacity
@@ -82,7 +83,8 @@ def capacity(
         )
     console.print(capacity_table(record))
     console.print(record["summary"], soft_wrap=True, markup=False)  # its intervals' brackets are no markup
-    console.print(f"wrote [bold]{escape(str(path.parent))}[/bold] (capacity.json, report.md, attainment.png)")
+    plots = "attainment.png" + (", checks.png" if len(record["checks"]) > 1 else "")
+    console.print(f"wrote [bold]{escape(str(path.parent))}[/bold] (capacity.json, report.md, {plots})")
 
 
 def versions(

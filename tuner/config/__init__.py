@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from tuner.config.capacity import CapacitySearch, Contention, LoadKnob
+from tuner.config.capacity import CapacitySearch, Contention, LoadKnob, Tier
 from tuner.config.checks import (
     check_capacity,
     check_dataset,
@@ -91,6 +91,7 @@ __all__ = [
     "Serve",
     "Slo",
     "StartConfig",
+    "Tier",
     "UniformLen",
     "Workload",
     "check_capacity",

@@ -75,9 +75,12 @@ def check_capacity(experiment: Experiment, root: yaml.Node | None) -> list[Probl
         where = ("capacity", "load") if experiment.capacity and experiment.capacity.load else ("workload",)
         problems.append(Problem(str(exc), ".".join(map(str, where)), node_line(root, where)))
     slo = experiment.measure.slo
-    if slo.ttft_ms is None and slo.tpot_ms is None and slo.e2e_ms is None:
+    tiers = experiment.capacity is not None and experiment.capacity.tiers
+    if not tiers and slo.ttft_ms is None and slo.tpot_ms is None and slo.e2e_ms is None:
         where = ("measure", "slo") if "slo" in experiment.measure.model_fields_set else ("capacity",)
-        message = "capacity is the largest load meeting the SLO: set a target (ttft_ms, tpot_ms or e2e_ms)"
+        message = (
+            "capacity is the largest load meeting the SLO: set a target (ttft_ms, tpot_ms or e2e_ms), or capacity.tiers"
+        )
         problems.append(Problem(message, "measure.slo", node_line(root, where)))
     return problems
 

@@ -10,7 +10,7 @@ from tuner.engine import EndpointSession, EngineSession, OfflineSession, ServerS
 from tuner.errors import EnvNotInForce, StrategyNotActive
 from tuner.feedback import SILENT, Feedback, task
 from tuner.measure.workload import PreparedTraffic, build_requests, prepare
-from tuner.metrics import Attribution, RunMetrics, attribute, met_each, summarize
+from tuner.metrics import Attribution, RequestLatency, RunMetrics, attribute, latencies, met_each, summarize
 from tuner.plugin.protocol import PLUGIN_ERROR, REPORT, RESET, ProcessReport, switch_request
 from tuner.traffic import RequestSpec, WorkloadRecord
 from tuner.vllm import env_text, resolve_engine_args
@@ -116,6 +116,7 @@ class MeasuredRepetition(TypedDict):
     tail: Attribution | None  # the tail attribution (None without streamed tokens or a shared clock)
     token_ids: list[list[int]]  # each request's output token ids, in order
     met: list[bool]  # each request: completed within every measure.slo target
+    latencies: list[RequestLatency | None]  # each request's, None where it did not complete
 
 
 class Workbench:
@@ -221,4 +222,5 @@ class Workbench:
             "tail": tail,
             "token_ids": [t.token_ids for t in timings],
             "met": met_each(timings, slo),
+            "latencies": latencies(timings),
         }

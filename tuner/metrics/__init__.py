@@ -22,7 +22,15 @@ from tuner.metrics.tail_attribution import (
     pooled,
     tail_record,
 )
-from tuner.metrics.timings import RequestTiming, RunMetrics, flat_metrics, met_each, summarize
+from tuner.metrics.timings import (
+    RequestLatency,
+    RequestTiming,
+    RunMetrics,
+    flat_metrics,
+    latencies,
+    met_each,
+    summarize,
+)
 
 __all__ = [
     "HIGHER_IS_BETTER",
@@ -34,6 +42,7 @@ __all__ = [
     "HostRecord",
     "Pair",
     "PooledAttribution",
+    "RequestLatency",
     "RequestTiming",
     "RunMetrics",
     "TailRecord",
@@ -43,6 +52,7 @@ __all__ = [
     "flat_metrics",
     "guard_estimate",
     "host_record",
+    "latencies",
     "met_each",
     "metric_unit",
     "pairs_estimate",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, Protocol, TypedDict
+from typing import Any, NamedTuple, NotRequired, Protocol, TypedDict
 
 import numpy as np
 
@@ -43,14 +43,30 @@ class RequestTiming:
         return sum(self.chunk_tokens)
 
 
+class RequestLatency(NamedTuple):
+    """One finished request's latencies in ms: time to first token, per output token after the first (0 with one
+    token), end to end."""
+
+    ttft_ms: float
+    tpot_ms: float
+    e2e_ms: float
+
+
+def latency(timing: RequestTiming) -> RequestLatency:
+    """A finished request's latencies (as ``vllm bench serve`` computes them)."""
+    assert timing.finished is not None
+    later = timing.output_tokens - timing.chunk_tokens[0]
+    return RequestLatency(
+        ttft_ms=(timing.chunk_times[0] - timing.sent) * 1e3,
+        tpot_ms=(timing.chunk_times[-1] - timing.chunk_times[0]) * 1e3 / later if later > 0 else 0.0,
+        e2e_ms=(timing.finished - timing.sent) * 1e3,
+    )
+
+
 def meets_slo(timing: RequestTiming, slo: LatencyTargets) -> bool:
     """Whether a finished request met every latency target that is set (as ``vllm bench serve --goodput``)."""
-    assert timing.finished is not None
-    ttft = (timing.chunk_times[0] - timing.sent) * 1e3
-    e2e = (timing.finished - timing.sent) * 1e3
-    later = timing.output_tokens - timing.chunk_tokens[0]
-    tpot = (timing.chunk_times[-1] - timing.chunk_times[0]) * 1e3 / later if later > 0 else 0.0
-    targets = ((slo.ttft_ms, ttft), (slo.tpot_ms, tpot), (slo.e2e_ms, e2e))
+    found = latency(timing)
+    targets = ((slo.ttft_ms, found.ttft_ms), (slo.tpot_ms, found.tpot_ms), (slo.e2e_ms, found.e2e_ms))
     return all(target is None or value <= target for target, value in targets)
 
 
@@ -62,6 +78,11 @@ def completed(timing: RequestTiming) -> bool:
 def met_each(timings: list[RequestTiming], slo: LatencyTargets) -> list[bool]:
     """Per request, in order: completed and within every target (an unfinished request missed)."""
     return [completed(t) and meets_slo(t, slo) for t in timings]
+
+
+def latencies(timings: list[RequestTiming]) -> list[RequestLatency | None]:
+    """Per request, in order: its latencies, None where it did not complete (failed or unfinished)."""
+    return [latency(t) if completed(t) else None for t in timings]
 
 
 class RunMetrics(TypedDict):

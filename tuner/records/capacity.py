@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import Any, Literal, TypedDict, cast
 
 from tuner.metrics import HostRecord
 from tuner.records.files import read_schema_json, write_json
@@ -30,6 +30,45 @@ class ArmRecord(TypedDict):
     strategies: StrategyParams
 
 
+CheckMetric = Literal["slo", "ttft_ms", "tpot_ms", "e2e_ms", "completed"]
+"""What a check of a capacity search's SLO (:class:`tuner.capacity.slo.Check`) looks at: every ``measure.slo`` target,
+one latency metric, or completion."""
+
+
+LATENCY_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "end-to-end latency"}
+"""How a check's words name each latency metric."""
+
+
+def targets_words(slo: dict[str, float | None]) -> str:
+    """``TTFT <= 500 ms and TPOT <= 50 ms``: ``measure.slo``'s targets that are set."""
+    return " and ".join(f"{LATENCY_NAMES[key]} <= {value:g} ms" for key, value in slo.items() if value is not None)
+
+
+class CheckRecord(TypedDict):
+    """A check (:class:`tuner.capacity.slo.Check`) as records keep it."""
+
+    metric: CheckMetric
+    limit_ms: float | None
+    words: str
+
+
+class TierRecord(TypedDict):
+    """A tier as records keep it: its checks' shares and, once estimated, its capacities and ratio."""
+
+    name: str
+    words: str  # "95% of requests within TTFT <= 200 ms and at most 1% failed"
+    shares: list[dict[str, float]]  # {check: index into the record's checks, least: share}
+    estimate: CapacityEstimateRecord | None  # None before a level is measured
+
+
+class LevelTierRecord(TypedDict):
+    """At one load, the requests that passed every check of one tier: each arm's share and the paired difference."""
+
+    attainment: dict[str, float]  # per arm ("reference", "configuration"): pooled over rounds
+    rounds: dict[str, list[float]]  # per arm: the share in each round
+    difference: AttainmentDifferenceRecord | None  # configuration - reference; None at 1 round
+
+
 class LevelRecord(TypedDict):
     """One load level: both arms' rounds there and the paired attainment difference per request."""
 
@@ -37,8 +76,10 @@ class LevelRecord(TypedDict):
     offered_rps: float  # requests over the span of their send times at this load (inf: all sent at once)
     rounds: int
     requests: int  # per arm and round
-    attainment: dict[str, float]  # per arm ("reference", "configuration"): pooled over rounds
-    difference: AttainmentDifferenceRecord | None  # configuration - reference; None at 1 round
+    attainment: dict[str, float]  # per arm: the first tier's (every check of it passed), pooled over rounds
+    difference: AttainmentDifferenceRecord | None  # the first tier's, configuration - reference; None at 1 round
+    checks: list[dict[str, float]]  # per check of the record's checks, per arm: the share that passed it
+    tiers: dict[str, LevelTierRecord]  # per tier: its checks together
     runs: dict[str, list[dict[str, float]]]  # per arm, per round: attainment, wall_s, host_busy, tree_cpus, position,
     # other_cpus (other processes' CPUs in use), pause_s (the run's longest pause)
     set_aside: dict[str, list[dict[str, float]]]  # per arm, as runs: the rounds run again (other work took the host)
@@ -79,13 +120,15 @@ class CapacityRecord(TypedDict):
     mode: str  # engine or serve
     vllm: str | None
     slo: dict[str, float | None]  # measure.slo: the per-request targets
-    target: float  # the share of requests that must meet every target
+    target: float  # the share of requests that must meet every target (of the first tier's first check)
+    checks: list[CheckRecord]  # what each request passes or not (tuner.capacity.slo)
+    tiers: list[TierRecord]  # the SLO tiers, each with its estimate; the first's is also ``estimate``
     reference: ArmRecord
     configuration: ArmRecord
     against: str | None  # the file the configuration came from (a sweep's winner.yaml), if any
     search: SearchRecord
     levels: list[LevelRecord]
-    estimate: CapacityEstimateRecord | None  # None before two levels
+    estimate: CapacityEstimateRecord | None  # the first tier's; None before a level
     summary: str  # the sentence the report and the CLI print (with the host's note, where it has one)
     workload: WorkloadRecord  # the workload record at the start load
     host: HostRecord | None  # the host's load over the runs (None: a search from before 2026-11-29)
@@ -116,16 +159,44 @@ def load_capacity(path: Path) -> CapacityRecord:
     empty (:func:`tuner.records.upgrade.upgrade_capacity`)."""
     record = read_schema_json(path, CAPACITY_SCHEMA, "capacity record")
     upgrade_capacity(record)
+    if "tiers" not in record:
+        _one_tier(record)
     return cast(CapacityRecord, record)
 
 
-def level_rates(level: LevelRecord, arm: str) -> tuple[float, float]:
+def _one_tier(record: dict[str, Any]) -> None:
+    """A record from before tiers (2026-11-29) as the one tier it measured: ``measure.slo`` at ``target``, whose
+    estimate, and each level's attainment and difference, are that tier's."""
+    if "target" not in record:  # not a search's record: nothing measured to name
+        record.update(checks=[], tiers=[])
+        return
+    words = targets_words(record.get("slo") or {})
+    record["checks"] = [{"metric": "slo", "limit_ms": None, "words": words}]
+    record["tiers"] = [
+        {
+            "name": "slo",
+            "words": f"{100 * record['target']:.4g}% of requests within {words}",
+            "shares": [{"check": 0, "least": record["target"]}],
+            "estimate": record.get("estimate"),
+        }
+    ]
+    for level in record.get("levels", []):
+        level["checks"] = [dict(level["attainment"])]
+        rounds = {arm: [run["attainment"] for run in runs] for arm, runs in level.get("runs", {}).items()}
+        level["tiers"] = {
+            "slo": {"attainment": level["attainment"], "rounds": rounds, "difference": level["difference"]}
+        }
+
+
+def level_rates(level: LevelRecord, arm: str, tier: str | None = None) -> tuple[float, float]:
     """(achieved, goodput) requests per second of ``arm`` at ``level``, a ratio of sums over the load's rounds: every
-    request, then those meeting every target, over the rounds' summed wall seconds. A round's wall runs from its
-    first send to its last completion, so an arm that falls behind the offered load shows an achieved load below
-    it."""
+    request, then those passing every check of ``tier`` (default: the first), over the rounds' summed wall seconds.
+    A round's wall runs from its first send to its last completion, so an arm that falls behind the offered load
+    shows an achieved load below it."""
     runs = level["runs"][arm]
     wall = sum(r["wall_s"] for r in runs)
     if wall <= 0:
         return math.nan, math.nan
-    return len(runs) * level["requests"] / wall, sum(r["attainment"] for r in runs) * level["requests"] / wall
+    share = level["tiers"][tier]["attainment"][arm] if tier is not None else level["attainment"][arm]
+    requests = len(runs) * level["requests"]
+    return requests / wall, share * requests / wall

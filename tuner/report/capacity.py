@@ -1,4 +1,5 @@
-"""The capacity search's report: ``report.md``, ``report.html`` and ``attainment.png`` beside ``capacity.json``."""
+"""The capacity search's report: ``report.md``, ``report.html``, ``attainment.png`` and, with SLO tiers,
+``checks.png`` beside ``capacity.json``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from matplotlib import ticker
 from tuner.records import ARMS, CapacityRecord, level_rates, write_text
 from tuner.report.document import Doc
 from tuner.report.figures import SERIES_COLORS, new_figure, save_figure
-from tuner.stats import arm_attainment
+from tuner.stats import ArmCapacityRecord, arm_attainment
 
 ARM_LABELS = {"reference": "reference (vLLM as installed)", "configuration": "configuration"}
 
@@ -38,15 +39,69 @@ def attainment_plot(path: Path, record: CapacityRecord) -> Path:
         capacity = estimate and estimate["capacity_a" if arm == "reference" else "capacity_b"]
         if capacity and capacity["bound"] == "exact" and capacity["load"] is not None:
             ax.axvline(capacity["load"], color=color, linestyle=":", linewidth=1.2)
-    ax.axhline(100 * record["target"], color="#444444", linestyle="--", linewidth=1, label="target")
+    first = record["tiers"][0]
+    if len(first["shares"]) == 1:  # a tier of several checks has a line per check: checks.png
+        ax.axhline(100 * first["shares"][0]["least"], color="#444444", linestyle="--", linewidth=1, label="target")
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(ticker.LogFormatter())  # plain numbers (3, 5, 20), not 3x10^0
     ax.xaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
     ax.set_xlabel(f"load ({record['search']['unit']})")
-    ax.set_ylabel("requests meeting the SLO (%)")
+    ax.set_ylabel("requests meeting the SLO (%)" if first["name"] == "slo" else f"passing all of {first['name']} (%)")
     ax.set_title(f"{record['experiment']}: attainment per load (dotted: each arm's capacity)")
     ax.legend(loc="lower left", fontsize=8)
     return save_figure(fig, path)
+
+
+def checks_plot(path: Path, record: CapacityRecord) -> Path:
+    """One panel per check of the SLO: each arm's share of requests that passed it per probed load, and the share
+    each tier asks of it."""
+    checks = record["checks"]
+    fig = new_figure(7.5, 2.6 * len(checks))
+    loads = [level["load"] for level in record["levels"]]
+    for index, check in enumerate(checks):
+        ax = fig.add_subplot(len(checks), 1, index + 1)
+        for (arm, label), color in zip(ARM_LABELS.items(), SERIES_COLORS, strict=False):
+            ax.plot(loads, [100 * lv["checks"][index][arm] for lv in record["levels"]], "o-", color=color, label=label)
+        for tier in record["tiers"]:
+            for share in (s for s in tier["shares"] if s["check"] == index):
+                ax.axhline(100 * share["least"], color="#444444", linestyle="--", linewidth=1)
+                ax.annotate(tier["name"], (loads[0], 100 * share["least"]), fontsize=7, va="bottom")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ticker.LogFormatter())
+        ax.set_ylabel("passed (%)")
+        ax.set_title(check["words"], fontsize=9)
+    ax.set_xlabel(f"load ({record['search']['unit']})")
+    fig.axes[0].legend(loc="lower left", fontsize=8)
+    return save_figure(fig, path)
+
+
+def _capacity_cell(capacity: ArmCapacityRecord) -> str:
+    """``4.2 [3.9, 4.5]``, or the bound where the search did not bracket it."""
+    load = f"{capacity['load']:.4g}" if capacity["load"] is not None else "-"
+    if capacity["bound"] == "at_least":
+        return f"at least {load}"
+    if capacity["bound"] == "below":
+        return f"below {load}"
+    low, high = (f"{x:.4g}" if x is not None else "open" for x in (capacity["ci_low"], capacity["ci_high"]))
+    return f"{load} [{low}, {high}]"
+
+
+TIER_COLUMNS = ("tier", "SLO", "reference capacity [95% CI]", "configuration capacity", "ratio [95% CI]")
+
+
+def tier_rows(record: CapacityRecord) -> list[list[str]]:
+    """One row per SLO tier: its words, each arm's capacity and their ratio, each with its interval."""
+    rows = []
+    for tier in record["tiers"]:
+        estimate = tier["estimate"]
+        if estimate is None:
+            rows.append([tier["name"], tier["words"], "-", "-", "-"])
+            continue
+        ratio = "-" if estimate["ratio"] is None else f"{estimate['ratio']:.3f}"
+        low, high = (f"{x:.3f}" if x is not None else "open" for x in (estimate["ci_low"], estimate["ci_high"]))
+        capacities = (_capacity_cell(estimate[key]) for key in ("capacity_a", "capacity_b"))
+        rows.append([tier["name"], tier["words"], *capacities, f"{ratio} [{low}, {high}]"])
+    return rows
 
 
 LEVEL_COLUMNS = (
@@ -126,9 +181,24 @@ def capacity_doc(record: CapacityRecord, plot: Path) -> Doc:
     return doc
 
 
+def _tiers_section(doc: Doc, record: CapacityRecord, plot: Path | None) -> None:
+    """Each tier's capacities and ratio; with several checks, each check's share per load (``plot``)."""
+    doc.h("Capacity per SLO tier")
+    doc.p(
+        "Every tier is estimated from the same runs: a tier is met at a load when each of its checks is, so its "
+        "capacity is the lowest of its checks' crossings. The attainment table above and its plot are those of the "
+        f"first tier ({record['tiers'][0]['name']}); `tuner export loads` writes every tier's per load."
+    )
+    doc.table(TIER_COLUMNS, tier_rows(record))
+    if plot is not None:
+        doc.image(plot, "the share of requests that passed each check per load; dashed: the share each tier asks")
+
+
 def write_capacity_report(directory: Path, record: CapacityRecord) -> list[Path]:
-    """Write the plot, ``report.md`` and ``report.html`` into ``directory``; return their paths."""
+    """Write the plots, ``report.md`` and ``report.html`` into ``directory``; return their paths."""
     plot = attainment_plot(directory / "attainment.png", record)
+    checks = checks_plot(directory / "checks.png", record) if len(record["checks"]) > 1 else None
     doc = capacity_doc(record, plot)
+    _tiers_section(doc, record, checks)
     markdown = write_text(directory / "report.md", doc.markdown())
-    return [markdown, write_text(directory / "report.html", doc.html()), plot]
+    return [markdown, write_text(directory / "report.html", doc.html()), plot, *([checks] if checks else [])]

@@ -1,5 +1,6 @@
-"""A capacity search's per-load table, one row per load and arm: offered and achieved load, goodput and attainment
-with their intervals (pure functions on the capacity record), and its CSV (``tuner export loads``).
+"""A capacity search's per-load table, one row per load, SLO tier and arm: offered and achieved load, the tier's
+goodput and attainment with their intervals (pure functions on the capacity record), and its CSV (``tuner export
+loads``).
 
 Achieved load and goodput: :func:`tuner.records.capacity.level_rates`.
 """
@@ -19,17 +20,18 @@ from tuner.stats import arm_attainment
 
 @dataclass(frozen=True)
 class LoadRow:
-    """One arm at one load. ``difference`` and its interval (configuration - reference, paired per request) are
-    the load's, on both arms' rows; None at a load of one round."""
+    """One arm at one load, on one SLO tier. ``difference`` and its interval (configuration - reference, paired per
+    request) are the load's on that tier, on both arms' rows; None at a load of one round."""
 
     load: float
+    tier: str  # "slo": measure.slo at capacity.attainment; else a name from capacity.tiers
     arm: str
     offered_rps: float | None  # None: every request sent at once
     achieved_rps: float
     goodput_rps: float
     rounds: int
     requests: int  # per round
-    attainment: float  # the share of requests meeting every target, pooled over rounds
+    attainment: float  # the share of requests passing every check of the tier, pooled over rounds
     attainment_ci_low: float
     attainment_ci_high: float
     difference: float | None
@@ -38,32 +40,31 @@ class LoadRow:
 
 
 def load_rows(record: CapacityRecord) -> list[LoadRow]:
-    """Every probed load's rows, loads in the order probed, reference first."""
+    """Every probed load's rows, lowest load first, then tiers in the file's order, reference first."""
     rows = []
-    for level in record["levels"]:
-        difference = level["difference"]
+    for level, tier, arm in ((lv, t["name"], arm) for lv in record["levels"] for t in record["tiers"] for arm in ARMS):
         rps = level["offered_rps"]
-        for arm in ARMS:
-            achieved, goodput = level_rates(level, arm)
-            share = arm_attainment([r["attainment"] for r in level["runs"][arm]], level["requests"])
-            paired = (difference["difference"], difference["ci_low"], difference["ci_high"]) if difference else None
-            rows.append(
-                LoadRow(
-                    load=level["load"],
-                    arm=arm,
-                    offered_rps=rps if rps is not None and math.isfinite(rps) else None,
-                    achieved_rps=achieved,
-                    goodput_rps=goodput,
-                    rounds=level["rounds"],
-                    requests=level["requests"],
-                    attainment=share.attainment,
-                    attainment_ci_low=share.ci_low,
-                    attainment_ci_high=share.ci_high,
-                    difference=paired[0] if paired else None,
-                    difference_ci_low=paired[1] if paired else None,
-                    difference_ci_high=paired[2] if paired else None,
-                )
+        difference = level["tiers"][tier]["difference"]
+        achieved, goodput = level_rates(level, arm, tier)
+        share = arm_attainment(level["tiers"][tier]["rounds"][arm], level["requests"])
+        rows.append(
+            LoadRow(
+                load=level["load"],
+                tier=tier,
+                arm=arm,
+                offered_rps=rps if rps is not None and math.isfinite(rps) else None,
+                achieved_rps=achieved,
+                goodput_rps=goodput,
+                rounds=level["rounds"],
+                requests=level["requests"],
+                attainment=share.attainment,
+                attainment_ci_low=share.ci_low,
+                attainment_ci_high=share.ci_high,
+                difference=difference["difference"] if difference else None,
+                difference_ci_low=difference["ci_low"] if difference else None,
+                difference_ci_high=difference["ci_high"] if difference else None,
             )
+        )
     return rows
 
 

@@ -40,12 +40,14 @@ from tuner.stats.bootstrap import paired_ratio, unpaired_ratio
 from tuner.stats.capacity import (
     Capacity,
     CapacityEstimate,
-    Crossing,
     LevelResult,
+    Share,
+    Target,
     capacity_ratio,
-    crossing,
     resolvable,
     rounds_needed,
+    tier,
+    tier_crossings,
 )
 from tuner.stats.capacity_records import ArmCapacityRecord, CapacityEstimateRecord
 from tuner.stats.collector import (
@@ -58,6 +60,7 @@ from tuner.stats.collector import (
     collector_estimate,
     schedule,
 )
+from tuner.stats.crossing import Crossing, crossing
 from tuner.stats.estimate import (
     RatioEstimate,
     RatioRecord,
@@ -114,8 +117,10 @@ __all__ = [
     "RatioEstimate",
     "RatioRecord",
     "SdPrediction",
+    "Share",
     "StallRule",
     "Statistic",
+    "Target",
     "Verdict",
     "WholeGuard",
     "arm_attainment",
@@ -157,6 +162,8 @@ __all__ = [
     "sequential_p_value",
     "split_at_caps",
     "stall_flags",
+    "tier",
+    "tier_crossings",
     "unmeasured",
     "unpaired_ratio",
     "within_margin",

@@ -1,14 +1,12 @@
-"""Capacity under an SLO: the largest load at which each arm's attainment meets a target, and their ratio.
+"""Capacity under an SLO: the largest load at which each arm meets its targets, and their ratio.
 
-Each arm's pooled attainment (requests that met every target, over all rounds at a load) is made non-increasing
-in load by isotonic regression weighted by requests, so that noise cannot make a higher load look better; the
-capacity is where that curve crosses the target, interpolated between the last level that meets it and the first
-that does not, linearly in logit attainment against log load (an attainment of 0 or 1 taken as half a request
-from it). On the simulated server's expected curves, at levels 26% apart, the logit cut the interpolation's error
-in the ratio (SD over grid positions) from 1.6% (linear in attainment) to 0.3% on bursty arrivals and from 5.6% to
-1.1% on Poisson ones. An arm that meets the target at every probed load has a capacity of at least the highest load,
-one that misses it at the lowest a capacity below the lowest: both are said so (:data:`Bound`), not reported as
-exact numbers, and the ratio's interval is open (0 or inf) on the side such a bound leaves unknown.
+An SLO here is a tier of checks, each a share of requests that must pass it (:class:`Share`): the joint
+``measure.slo`` is one check (met every target) with ``capacity.attainment`` as its share; a percentile tier has
+one check per metric (``ttft p95 <= 200 ms``: 95% within 200 ms). Each arm's capacity on a check is where its
+isotonic attainment curve crosses the share (:mod:`tuner.stats.crossing`), and on a tier the lowest of its checks'
+(:func:`tuner.stats.crossing.binding`). An arm that meets the tier at every probed load has a capacity of at least
+the highest load, one that misses it at the lowest a capacity below the lowest: both are said so (:data:`Bound`),
+not reported as exact numbers, and the ratio's interval is open (0 or inf) on the side such a bound leaves unknown.
 
 The estimand is capacity B / capacity A. Its interval is a cluster bootstrap over passes: rounds measured together
 across loads (:attr:`LevelResult.passes`: the same host state, and the same requests when the workload is seeded by
@@ -22,8 +20,8 @@ delete-one-pass jackknife with the t quantile covered that in 84.4% (48 runs) an
 crossing moves nonlinearly with the noise, and the bootstrap without the stretch in 91.1-92.8% on Poisson arrivals
 (an earlier run, the stretch counting every pass, covered 1 in 95.0% of A/A Poisson searches). The interval also
 spans at least what the paired requests at the loads either side of both crossings allow if they were independent
-(Tango's interval at the normal quantile, B's curve moved by it): where the arms agree on every request there, every
-resample agrees too, and the interval would otherwise collapse to a point.
+(Tango's interval at the normal quantile, B's curve of each check moved by it): where the arms agree on every
+request there, every resample agrees too, and the interval would otherwise collapse to a point.
 
 :func:`resolvable` says before a run what its rounds can resolve: the interval's half-width is t(rounds - 1) times
 the per-round SD of the log ratio over sqrt(rounds), with that SD from a pilot (:attr:`CapacityEstimate.log_sd` of
@@ -53,27 +51,33 @@ from tuner.stats.capacity_records import (
     arm_capacity_record,
     open_or_none,
 )
+from tuner.stats.crossing import BOUNDS, Array, Crossing, Crossings, binding, crossings_of, signed_log
 
 METHOD = "isotonic-crossing-pass-bootstrap-t-stretch"
-_Array = npt.NDArray[np.float64]
-_BOUNDS: tuple[Bound, Bound, Bound] = ("exact", "at_least", "below")  # by code 0, 1, -1
 
 
 @dataclass(frozen=True)
 class LevelResult:
-    """One load level's rounds, both arms, and the pass each round belongs to: rounds of one pass were measured
-    together across loads (the same host state, and the same requests when the workload is seeded by the pass), and
-    are left out together by the jackknife. By default a level's round i is in pass i."""
+    """One load level's rounds, both arms, the paired counts of each check of the SLO (the same rounds in each),
+    and the pass each round belongs to: rounds of one pass were measured together across loads (the same host
+    state, and the same requests when the workload is seeded by the pass), and are resampled together. By default a
+    level's round i is in pass i."""
 
     load: float
-    counts: PairedCounts
+    checks: tuple[PairedCounts, ...]
     passes: tuple[int, ...]
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.load) and self.load > 0):
             raise ValueError(f"a load must be positive and finite, got {self.load}")
-        if len(self.passes) != self.counts.rounds:
-            raise ValueError(f"{self.counts.rounds} rounds need as many passes, got {len(self.passes)}")
+        if not self.checks or len({c.rounds for c in self.checks}) != 1:
+            raise ValueError("a level needs at least one check, each with the same rounds")
+        if len(self.passes) != self.rounds:
+            raise ValueError(f"{self.rounds} rounds need as many passes, got {len(self.passes)}")
+
+    @property
+    def rounds(self) -> int:
+        return self.checks[0].rounds
 
     @classmethod
     def measured(
@@ -83,19 +87,53 @@ class LevelResult:
         met_b: MetFlags,
         passes: Sequence[int] | None = None,
     ) -> LevelResult:
-        """A level from each round's met flags per request, in arrival order, the same requests in both arms."""
-        counts = PairedCounts.from_rounds(met_a, met_b)
-        return cls(float(load), counts, tuple(range(counts.rounds)) if passes is None else tuple(passes))
+        """A level of one check from each round's flags per request (passed it or not), in arrival order, the same
+        requests in both arms."""
+        return cls.of_checks(load, [met_a], [met_b], passes)
+
+    @classmethod
+    def of_checks(
+        cls,
+        load: float,
+        met_a: Sequence[MetFlags],
+        met_b: Sequence[MetFlags],
+        passes: Sequence[int] | None = None,
+    ) -> LevelResult:
+        """A level from each check's flags per round and request (``met_a[check]``: as :meth:`measured` takes)."""
+        checks = tuple(PairedCounts.from_rounds(a, b) for a, b in zip(met_a, met_b, strict=True))
+        rounds = checks[0].rounds if checks else 0
+        return cls(float(load), checks, tuple(range(rounds)) if passes is None else tuple(passes))
 
     def merged(self, other: LevelResult) -> LevelResult:
-        """This level with ``other``'s rounds (at the same load) after its own."""
-        if other.load != self.load:
+        """This level with ``other``'s rounds (at the same load, of the same checks) after its own."""
+        if other.load != self.load or len(other.checks) != len(self.checks):
             raise ValueError(f"cannot merge the rounds of load {other.load} into load {self.load}")
-        return LevelResult(self.load, self.counts.merged(other.counts), self.passes + other.passes)
+        checks = tuple(mine.merged(theirs) for mine, theirs in zip(self.checks, other.checks, strict=True))
+        return LevelResult(self.load, checks, self.passes + other.passes)
 
-    def difference(self, *, confidence: float = 0.95) -> AttainmentDifference:
-        """The paired attainment difference at this load (:mod:`tuner.stats.attainment`)."""
-        return attainment_difference(self.counts, confidence=confidence)
+    def difference(self, check: int = 0, *, confidence: float = 0.95) -> AttainmentDifference:
+        """The paired attainment difference of ``check`` at this load (:mod:`tuner.stats.attainment`)."""
+        return attainment_difference(self.checks[check], confidence=confidence)
+
+
+class Share(NamedTuple):
+    """One check of a tier: at least ``least`` of the requests must pass check ``check`` (its index in
+    :attr:`LevelResult.checks`)."""
+
+    check: int
+    least: float
+
+
+Target = float | Sequence[Share]
+"""What an arm must meet: a share of check 0 (the joint ``measure.slo``), or a tier of :class:`Share`."""
+
+
+def tier(target: Target) -> tuple[Share, ...]:
+    """``target`` as a tier of shares (a float: that share of check 0); refused when a share is not in (0, 1)."""
+    shares = (Share(0, target),) if isinstance(target, float | int) else tuple(target)
+    if not shares or not all(0 < share.least < 1 for share in shares):
+        raise ValueError(f"every share of a target must be in (0, 1), got {target}")
+    return shares
 
 
 @dataclass(frozen=True)
@@ -112,7 +150,7 @@ class Capacity:
 class CapacityEstimate:
     """Capacity B / capacity A with its interval (module docstring); 0 or inf marks an open side."""
 
-    target: float
+    target: float  # the share of the target's first check (of a one-check target: its share)
     capacity_a: Capacity
     capacity_b: Capacity
     ratio: float
@@ -161,119 +199,73 @@ class CapacityEstimate:
         }
 
 
-class Crossing(NamedTuple):
-    """Where an arm's fitted attainment crosses the target, and the probed loads either side of it."""
-
-    load: float  # the crossing, or the probed load that bounds it
-    bound: Bound
-    last_met: float  # the highest load whose fit meets the target (0 when none does)
-    first_missed: float  # the lowest load whose fit misses it (inf when none does)
-
-
-class _Crossings(NamedTuple):
-    """:class:`Crossing` for many curves at once: log load, bound code (0 exact, 1 at least, -1 below), and the
-    indices of the levels either side (-1 / the level count when there is none)."""
-
-    log_load: _Array
-    code: npt.NDArray[np.int64]
-    last_met: npt.NDArray[np.int64]
-    first_missed: npt.NDArray[np.int64]
-
-
-def _isotonic(y: _Array, w: _Array) -> _Array:
-    """The weighted non-increasing isotonic fit of each row: fit_i = min over k <= i of max over l >= i of the
-    weighted mean of y_k..y_l (levels of weight 0 are left out of the means)."""
-    levels = y.shape[1]
-    cw = np.concatenate([np.zeros((len(y), 1)), np.cumsum(w, axis=1)], axis=1)
-    cwy = np.concatenate([np.zeros((len(y), 1)), np.cumsum(w * y, axis=1)], axis=1)
-    total, weighted = cw[:, None, 1:] - cw[:, :-1, None], cwy[:, None, 1:] - cwy[:, :-1, None]  # (rows, k, l)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        means = np.where(total > 0, weighted / total, np.nan)
-    highest = np.fmax.accumulate(means[:, :, ::-1], axis=2)[:, :, ::-1]
-    return np.asarray(np.fmin.accumulate(highest, axis=1)[:, np.arange(levels), np.arange(levels)], dtype=np.float64)
-
-
-def _crossings(x: _Array, y: _Array, w: _Array, target: float) -> _Crossings:
-    """Each row's crossing (rows of attainment ``y`` and weight ``w`` over increasing loads ``x``; a level of
-    weight 0 is not measured in that row)."""
-    levels = y.shape[1]
-    index = np.arange(levels)
-    measured = w > 0
-    fit = _isotonic(y, w)
-    meets = measured & (fit >= target)
-    last = np.where(meets, index, -1).max(axis=1)
-    first = np.where(measured & ~meets & (index > last[:, None]), index, levels).min(axis=1)
-    exact = (last >= 0) & (first < levels)
-    lo, hi = np.where(exact, last, 0), np.where(exact, first, 0)
-    half = 0.5 / np.where(measured, w, 1.0)
-    logit = np.log(np.clip(fit, half, 1 - half) / (1 - np.clip(fit, half, 1 - half)))
-    above, below = np.take_along_axis(logit, lo[:, None], 1)[:, 0], np.take_along_axis(logit, hi[:, None], 1)[:, 0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(above > below, np.clip((above - math.log(target / (1 - target))) / (above - below), 0, 1), 0)
-    lx = np.log(x)
-    log_load = np.where(exact, lx[lo] + share * (lx[hi] - lx[lo]), np.where(last >= 0, lx[np.maximum(last, 0)], 0.0))
-    first_measured = np.argmax(measured, axis=1)
-    log_load = np.where(last < 0, lx[first_measured], log_load)
-    code = np.where(exact, 0, np.where(last >= 0, 1, -1))
-    return _Crossings(log_load, code, last, first)
-
-
-def crossing(loads: npt.ArrayLike, attainment: npt.ArrayLike, weights: npt.ArrayLike, target: float) -> Crossing:
-    """Where the ``weights``-weighted (requests) isotonic non-increasing fit of ``attainment`` over increasing
-    ``loads`` crosses ``target`` (module docstring); or the highest load ("at_least") or the lowest ("below")."""
-    x = np.asarray(loads, dtype=np.float64)
-    if x.size == 0 or np.any(np.diff(x) <= 0):
-        raise ValueError("loads must be increasing and not empty")
-    row = np.asarray(attainment, dtype=np.float64)[None], np.asarray(weights, dtype=np.float64)[None]
-    if np.any(row[1] <= 0):
-        raise ValueError("every load needs a positive weight")
-    found = _crossings(x, *row, target)
-    last, first = int(found.last_met[0]), int(found.first_missed[0])
-    return Crossing(
-        load=math.exp(found.log_load[0]),
-        bound=_BOUNDS[int(found.code[0])],
-        last_met=float(x[last]) if last >= 0 else 0.0,
-        first_missed=float(x[first]) if first < x.size else math.inf,
-    )
-
-
-def _table(levels: Sequence[LevelResult]) -> tuple[_Array, list[PairedCounts], _Array]:
-    """Loads (increasing, one per distinct load), their counts, and a (level, pass, [requests, met A, met B]) array
-    of each pass's rounds at each level (zeros where a level was not measured in a pass)."""
+def _table(levels: Sequence[LevelResult]) -> tuple[Array, list[tuple[PairedCounts, ...]], Array]:
+    """Loads (increasing, one per distinct load), each one's counts per check, and a (level, pass, check, [requests,
+    passed in A, passed in B]) array of each pass's rounds at each level (zeros where a level was not measured in a
+    pass)."""
     merged: dict[float, LevelResult] = {}
     for level in levels:
         merged[level.load] = merged[level.load].merged(level) if level.load in merged else level
     loads = sorted(merged)
+    if len({len(level.checks) for level in merged.values()}) != 1:
+        raise ValueError("every level needs the same checks")
     passes = {tag: i for i, tag in enumerate(sorted({tag for level in merged.values() for tag in level.passes}))}
-    table = np.zeros((len(loads), len(passes), 3))
+    table = np.zeros((len(loads), len(passes), len(merged[loads[0]].checks), 3))
     for i, load in enumerate(loads):
         level = merged[load]
-        c = level.counts
-        np.add.at(table[i], [passes[tag] for tag in level.passes], np.column_stack([c.requests, c.met_a, c.met_b]))
-    return np.array(loads), [merged[load].counts for load in loads], table
+        columns = [np.column_stack([c.requests, c.met_a, c.met_b]) for c in level.checks]
+        np.add.at(table[i], [passes[tag] for tag in level.passes], np.stack(columns, axis=1))
+    return np.array(loads), [merged[load].checks for load in loads], table
 
 
-def _arms(loads: _Array, sums: _Array, target: float) -> tuple[_Crossings, _Crossings]:
-    """Both arms' crossings from (rows, level, [requests, met A, met B]) sums."""
-    requests = sums[..., 0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a, b = (np.where(requests > 0, sums[..., arm] / requests, 0.0) for arm in (1, 2))
-    return _crossings(loads, a, requests, target), _crossings(loads, b, requests, target)
+def _arms(loads: Array, sums: Array, shares: Sequence[Share]) -> tuple[Crossings, Crossings]:
+    """Both arms' crossings of the tier ``shares`` (each its binding check's) from (rows, level, check, [requests,
+    passed in A, passed in B]) sums."""
+    requests = sums[..., 0, 0]
+    found: tuple[list[Crossings], list[Crossings]] = ([], [])
+    for check, least in shares:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for arm in (1, 2):
+                curve = np.where(requests > 0, sums[..., check, arm] / requests, 0.0)
+                found[arm - 1].append(crossings_of(loads, curve, requests, least))
+    return binding(found[0]), binding(found[1])
 
 
-def _floor(loads: _Array, counts: list[PairedCounts], near: set[float], target: float, confidence: float) -> _Crossings:
-    """B's crossing with its curve moved down and up by the paired attainment difference's interval that
-    independent requests would give (Tango's at the normal quantile) on the levels ``near`` both crossings: the
-    least uncertainty the interval may claim, whatever the passes agree on."""
-    pooled = [c for load, c in zip(loads, counts, strict=True) if load in near] or counts
-    only_a, only_b = sum(sum(c.only_a) for c in pooled), sum(sum(c.only_b) for c in pooled)
-    total = sum(sum(c.requests) for c in pooled)
-    low, high = tango_interval(only_a, only_b, total, float(normal.ppf((1 + confidence) / 2)))
-    requests = np.array([[sum(c.requests) for c in counts]], dtype=np.float64)
-    attained = np.array([[sum(c.met_b) for c in counts]]) / requests
-    point = (only_b - only_a) / total
-    moved = np.clip(np.concatenate([attained + low - point, attained + high - point]), 0, 1)
-    return _crossings(loads, moved, np.repeat(requests, 2, axis=0), target)
+def _floor(
+    loads: Array, counts: list[tuple[PairedCounts, ...]], near: set[float], shares: Sequence[Share], confidence: float
+) -> Crossings:
+    """B's crossing of the tier with each check's curve moved down (row 0) and up (row 1) by the paired attainment
+    difference's interval that independent requests would give (Tango's at the normal quantile) on the levels
+    ``near`` both crossings: the least uncertainty the interval may claim, whatever the passes agree on."""
+    quantile = float(normal.ppf((1 + confidence) / 2))
+    found = []
+    for check, least in shares:
+        each = [c[check] for c in counts]
+        pooled = [c for load, c in zip(loads, each, strict=True) if load in near] or each
+        only_a, only_b = sum(sum(c.only_a) for c in pooled), sum(sum(c.only_b) for c in pooled)
+        total = sum(sum(c.requests) for c in pooled)
+        low, high = tango_interval(only_a, only_b, total, quantile)
+        requests = np.array([[sum(c.requests) for c in each]], dtype=np.float64)
+        attained = np.array([[sum(c.met_b) for c in each]]) / requests
+        point = (only_b - only_a) / total
+        moved = np.clip(np.concatenate([attained + low - point, attained + high - point]), 0, 1)
+        found.append(crossings_of(loads, moved, np.repeat(requests, 2, axis=0), least))
+    return binding(found)
+
+
+def tier_crossings(levels: Sequence[LevelResult], target: Target) -> tuple[Crossing, Crossing]:
+    """Each arm's crossing of ``target`` (A's, then B's) on its isotonic fits over every level measured so far."""
+    loads, _, table = _table(levels)
+    found = _arms(loads, table.sum(axis=1)[None], tier(target))
+    return tuple(  # type: ignore[return-value]
+        Crossing(
+            load=math.exp(arm.log_load[0]),
+            bound=BOUNDS[int(arm.code[0])],
+            last_met=float(loads[arm.last_met[0]]) if arm.last_met[0] >= 0 else 0.0,
+            first_missed=float(loads[arm.first_missed[0]]) if arm.first_missed[0] < len(loads) else math.inf,
+        )
+        for arm in found
+    )
 
 
 @cache
@@ -295,11 +287,6 @@ def _percentiles(point: float, resampled: npt.ArrayLike, passes: int, confidence
     return point - c * max(point - low, 0.0), point + c * max(high - point, 0.0)
 
 
-def _signed_log(found: _Crossings) -> _Array:
-    """Log capacities, +inf where the capacity is beyond the highest load and -inf below the lowest."""
-    return np.where(found.code == 1, np.inf, np.where(found.code == -1, -np.inf, found.log_load))
-
-
 def _ratio_bound(bound_a: Bound, bound_b: Bound) -> RatioBound:
     """Which side of value_b / value_a the true ratio can lie on, given each arm's bound."""
     low = bound_a == "at_least" or bound_b == "below"  # the ratio may be smaller than stated
@@ -307,16 +294,16 @@ def _ratio_bound(bound_a: Bound, bound_b: Bound) -> RatioBound:
     return "unknown" if low and high else "at_most" if low else "at_least" if high else "exact"
 
 
-def _resampled(loads: _Array, table: _Array, target: float, resamples: int, seed: int) -> list[_Array]:
-    """Each arm's signed log capacity (:func:`_signed_log`) in ``resamples`` bootstrap draws of whole passes, the
-    same draws for both arms."""
+def _resampled(loads: Array, table: Array, shares: Sequence[Share], resamples: int, seed: int) -> list[Array]:
+    """Each arm's signed log capacity (:func:`tuner.stats.crossing.signed_log`) in ``resamples`` bootstrap draws of
+    whole passes, the same draws for both arms and every check."""
     passes = table.shape[1]
     draws = np.random.default_rng(seed).multinomial(passes, np.full(passes, 1 / passes), resamples).astype(float)
-    resampled = np.asarray(draws @ table.transpose(1, 0, 2).reshape(passes, -1), dtype=np.float64)
-    return [_signed_log(arm) for arm in _arms(loads, resampled.reshape(resamples, *table[:, 0].shape), target)]
+    resampled = np.asarray(draws @ table.transpose(1, 0, 2, 3).reshape(passes, -1), dtype=np.float64)
+    return [signed_log(arm) for arm in _arms(loads, resampled.reshape(resamples, *table[:, 0].shape), shares)]
 
 
-def _capacity(arm: _Crossings, bound: Bound, interval: tuple[float, float]) -> Capacity:
+def _capacity(arm: Crossings, bound: Bound, interval: tuple[float, float]) -> Capacity:
     """One arm's :class:`Capacity` from its crossing and its log interval, open on the side its bound leaves."""
     return Capacity(
         load=math.exp(arm.log_load[0]),
@@ -328,28 +315,31 @@ def _capacity(arm: _Crossings, bound: Bound, interval: tuple[float, float]) -> C
 
 def capacity_ratio(
     levels: Sequence[LevelResult],
-    target: float,
+    target: Target,
     *,
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
 ) -> CapacityEstimate:
-    """Each arm's capacity at the attainment ``target`` and capacity B / capacity A, from every measured level
-    (levels at the same load are pooled), with ``resamples`` bootstrap draws of passes from ``seed``. Intervals
-    need two passes; with one they are open."""
+    """Each arm's capacity at ``target`` (a share of check 0, or a tier of :class:`Share`) and capacity B /
+    capacity A, from every measured level (levels at the same load are pooled), with ``resamples`` bootstrap draws
+    of passes from ``seed``. Intervals need two passes; with one they are open."""
     if not levels:
         raise ValueError("no load levels")
-    if not 0 < target < 1 or not 0 < confidence < 1:
-        raise ValueError(f"target and confidence must be in (0, 1), got {target} and {confidence}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    shares = tier(target)
     loads, counts, table = _table(levels)
-    full = _arms(loads, table.sum(axis=1)[None], target)
-    arms = [_BOUNDS[int(arm.code[0])] for arm in full]
+    if max(share.check for share in shares) >= table.shape[2]:
+        raise ValueError(f"the target names a check the levels do not have ({table.shape[2]} checks)")
+    full = _arms(loads, table.sum(axis=1)[None], shares)
+    arms = [BOUNDS[int(arm.code[0])] for arm in full]
     passes = table.shape[1]
-    boot = _resampled(loads, table, target, resamples, seed)
+    boot = _resampled(loads, table, shares, resamples, seed)
     beside = sorted({int(i) for arm in full for i in (arm.last_met[0], arm.first_missed[0]) if 0 <= i < len(loads)})
     near = {float(loads[i]) for i in beside}
-    moved = _floor(loads, counts, near, target, confidence)
-    informed = int(np.count_nonzero(table[beside, :, 0].sum(axis=0) > 0)) if beside else passes  # the stretch's
+    moved = _floor(loads, counts, near, shares, confidence)
+    informed = int(np.count_nonzero(table[beside, :, 0, 0].sum(axis=0) > 0)) if beside else passes  # the stretch's
     point = float(full[1].log_load[0] - full[0].log_load[0])
     with np.errstate(invalid="ignore"):  # inf - inf: both arms censored the same way, the ratio unknown (nan)
         ratios = boot[1] - boot[0]
@@ -366,9 +356,9 @@ def capacity_ratio(
     low = -math.inf if bound in ("at_most", "unknown") else low
     high = math.inf if bound in ("at_least", "unknown") else high
     finite = ratios[np.isfinite(ratios)]
-    rounds = max(c.rounds for c in counts)
+    rounds = max(c[0].rounds for c in counts)
     return CapacityEstimate(
-        target=target,
+        target=shares[0].least,
         capacity_a=_capacity(full[0], arms[0], capacities[0]),
         capacity_b=_capacity(full[1], arms[1], capacities[1]),
         ratio=math.exp(point),
