@@ -15,9 +15,9 @@ import datetime
 from pathlib import Path
 
 from tuner.capacity.contention import contention_record
-from tuner.capacity.load import at_load, current_load
+from tuner.capacity.load import at_load, current_load, unloadable_note
 from tuner.capacity.search import KneeSearch
-from tuner.capacity.sentence import tiers_sentence
+from tuner.capacity.sentence import WIDEN, tiers_sentence
 from tuner.capacity.slo import CapacitySlo
 from tuner.config import (
     CapacitySearch,
@@ -138,6 +138,7 @@ def _new_record(
         "stop": None,
         "forecast": [],
         "contention": settings.contention.model_dump() if settings.contention else None,
+        "unloadable_from": None,
     }
     checks, tiers = slo.records()
     return {
@@ -180,11 +181,24 @@ def conclude(record: CapacityRecord, knob: LoadKnob) -> None:
     host = record["host"] = host_record(runs, ARMS)
     rule = record["search"]["contention"]
     rerun = record["contention"] = contention_record(record["levels"], Contention(**rule) if rule else None)
-    notes = [note for note in (rerun["note"], host["note"]) if note]
+    unloadable = _unloadable(record)  # says what to change in place of widening the limits
+    notes = [note for note in (unloadable, rerun["note"], host["note"]) if note]
     if host["note"] and record["mode"] == "serve":
         notes.append(SERVED_ON_A_SATURATED_HOST)
-    sentence = tiers_sentence(record["tiers"], knob)
+    sentence = tiers_sentence(record["tiers"], knob, None if unloadable else WIDEN)
     record["summary"] = " ".join([f"{sentence.rstrip('.')}.", *notes]) if notes else sentence
+
+
+def _unloadable(record: CapacityRecord) -> str | None:
+    """The note for arms that met some tier's SLO at every load the knob could usefully probe (None: none did)."""
+    if not record["levels"]:
+        return None
+    estimates = [tier["estimate"] for tier in record["tiers"] if tier["estimate"] is not None]
+    bounds = {"reference": [e["capacity_a"]["bound"] for e in estimates],
+              "configuration": [e["capacity_b"]["bound"] for e in estimates]}  # fmt: skip
+    arms = [arm for arm in ARMS if "at_least" in bounds[arm]]
+    highest = max(level["load"] for level in record["levels"])
+    return unloadable_note(record["search"], highest, record["levels"][0]["requests"], arms)
 
 
 def _finish(record: CapacityRecord, path: Path, knob: LoadKnob) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.capacity.levels import MeasuredLevel, measure_level
-from tuner.capacity.load import at_load
+from tuner.capacity.load import at_load, unloadable, unloadable_words
 from tuner.capacity.planner import KneePlanner
 from tuner.capacity.slo import CapacitySlo
 from tuner.config import CapacitySearch, Experiment, LoadKnob
@@ -92,6 +92,8 @@ class KneeSearch:
             bracketing = search.phase == "bracket"
             search.record(measured.level, cost=measured.seconds)
             self._walls[probe.load] = typical_wall(measured.runs)
+            if probe.load == max(level.load for level in search.levels):  # the most loaded run reads it best
+                self._cap(search, measured)
             self._merge_level(search.levels, measured)
             self.record["search"]["spent_s"] = search.spent
             for entry, estimate in zip(self.record["tiers"], search.estimates(), strict=True):
@@ -141,6 +143,21 @@ class KneeSearch:
                 "tiers": tiers,
             }
         )
+
+    def _cap(self, search: KneePlanner, measured: MeasuredLevel) -> None:
+        """Probe no higher than this level, the highest so far, where raising the knob no longer loads the engine
+        more (:func:`tuner.capacity.load.unloadable`): said at once, and kept for the closing sentence."""
+        load, rps = measured.level.load, measured.offered_rps
+        span = (measured.requests - 1) / rps if math.isfinite(rps) and rps > 0 else 0.0
+        known = self.record["search"]["unloadable_from"] is not None
+        if known or not unloadable(self.knob, load, span, self._walls[load], measured.requests):
+            return
+        self.feedback.note(
+            f"at {load:.4g} {self.knob.unit}, {unloadable_words(self.knob, measured.requests)}: a higher load would "
+            "not load the engine more, so the search probes no higher"
+        )
+        self.record["search"]["unloadable_from"] = load
+        search.max_load = min(load, search.max_load or math.inf)
 
     def prepared(self, seed: int, traffic: PreparedTraffic) -> None:
         """Use ``traffic`` (already read and built) for the workload of ``seed`` instead of reading it again."""

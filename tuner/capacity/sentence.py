@@ -24,17 +24,23 @@ def _shares(low: float | None, high: float | None) -> str:
     return f"[{100 * low:.1f}%, {100 * high:.1f}%]"
 
 
-def tiers_sentence(tiers: list[TierRecord], knob: LoadKnob) -> str:
+WIDEN = "widen min_load/max_load or raise the budget"
+"""What a search that did not bracket a knee is told to change, unless the load knob itself ran out."""
+
+
+def tiers_sentence(tiers: list[TierRecord], knob: LoadKnob, advice: str | None = WIDEN) -> str:
     """The sentence of each tier (:func:`capacity_sentence`), led by the tier's name where there are several."""
     if len(tiers) == 1:
-        return capacity_sentence(tiers[0]["estimate"], knob, tiers[0]["words"])
-    return "; ".join(f"tier {t['name']}: {capacity_sentence(t['estimate'], knob, t['words'])}" for t in tiers)
+        return capacity_sentence(tiers[0]["estimate"], knob, tiers[0]["words"], advice)
+    return "; ".join(f"tier {t['name']}: {capacity_sentence(t['estimate'], knob, t['words'], advice)}" for t in tiers)
 
 
-def capacity_sentence(estimate: CapacityEstimateRecord | None, knob: LoadKnob, at: str) -> str:
+def capacity_sentence(
+    estimate: CapacityEstimateRecord | None, knob: LoadKnob, at: str, advice: str | None = WIDEN
+) -> str:
     """What the estimate says at the SLO ``at`` (in words: :meth:`tuner.capacity.slo.CapacitySlo.words`), in words
     that match it: more or less load within a bounded interval or a one-sided bound, not shown to differ, not
-    bracketed, or nothing yet."""
+    bracketed (with ``advice`` on what to change, where there is one), or nothing yet."""
     if estimate is None:
         return f"no capacity estimate: no load level was measured ({at})"
     a, b = estimate["capacity_a"], estimate["capacity_b"]
@@ -42,7 +48,7 @@ def capacity_sentence(estimate: CapacityEstimateRecord | None, knob: LoadKnob, a
         where = {"at_least": "meets it at every load probed", "below": "misses it at the lowest load probed"}
         arms = (("the reference", a), ("the configuration", b))
         censored = "; ".join(f"{arm} {where[c['bound']]}" for arm, c in arms if c["bound"] != "exact")
-        return f"capacity not bracketed at {at}: {censored} (widen min_load/max_load or raise the budget)"
+        return f"capacity not bracketed at {at}: {censored}" + (f" ({advice})" if advice else "")
     ratio, low, high = estimate["ratio"], estimate["ci_low"], estimate["ci_high"]
     assert ratio is not None, "two bracketed crossings give a ratio"
     loads = f"({a['load']:.4g} -> {b['load']:.4g} {knob.unit})"

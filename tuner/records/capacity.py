@@ -102,6 +102,8 @@ class SearchRecord(TypedDict):
     )  # planned (the passes the precision needs), budget, max_rounds, censored, interrupted; None: running
     forecast: list[str]  # what the budget could resolve, said before the run and once the knee was bracketed
     contention: dict[str, float] | None  # capacity.contention (cpus): when a round was run again; None: never
+    unloadable_from: float | None  # the load at which raising it no longer loaded the engine more (the search
+    # probed no higher); None: none found
 
 
 class ContentionRecord(TypedDict):
