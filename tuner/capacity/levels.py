@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from tuner.capacity.contention import contended
 from tuner.capacity.load import offered_rps
+from tuner.capacity.oversaturation import oversaturated
 from tuner.capacity.slo import CapacitySlo
 from tuner.config import Contention
 from tuner.feedback import Feedback, Task
@@ -45,6 +46,7 @@ class MeasuredLevel:
     offered_rps: float
     requests: int
     seconds: float  # engine time spent on these rounds (both arms, switches and rounds run again included)
+    skipped: int = 0  # rounds asked for and not run: both arms over-saturated and missing every tier
     runs: dict[str, list[dict[str, float]]] = field(default_factory=lambda: {arm: [] for arm in ARMS})
     set_aside: dict[str, list[dict[str, float]]] = field(default_factory=lambda: {arm: [] for arm in ARMS})
 
@@ -65,11 +67,12 @@ def measure_level(
     """One round at ``load`` per pass in ``passes`` (``bench_for(pass)``: the running engine with that pass's
     requests at this load's send times), each request scored on every check of ``slo``, continuing the mirrored
     order after the ``done`` rounds there before; a round in which ``contention`` says other work took one arm's run
-    is run again, once."""
+    is run again, once; the rounds left are not run once both arms are over-saturated and miss every tier
+    (:mod:`tuner.capacity.oversaturation`)."""
     met: dict[str, list[list[list[bool]]]] = {arm: [] for arm in ARMS}  # per arm, round, check: each request
     runs: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
     set_aside: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
-    started = time.perf_counter()
+    started, asked = time.perf_counter(), len(passes)
     order = mirrored_order(done + len(passes), seed=seed)[done:]
     for index, (tag, configuration_first) in enumerate(zip(passes, order, strict=True)):
         at = bench_for(tag)
@@ -84,6 +87,9 @@ def measure_level(
         for a, (flags, run) in outcome.items():
             met[a].append(flags)
             runs[a].append(run)
+        if index + 1 < len(passes) and oversaturated(slo, met, runs, offered_rps(at.offsets)):
+            passes = passes[: index + 1]
+            break
     per_check = {arm: [[each[check] for each in met[arm]] for check in range(len(slo.checks))] for arm in ARMS}
     level = LevelResult.of_checks(load, per_check["reference"], per_check["configuration"], passes)
     tiers = {
@@ -91,7 +97,16 @@ def measure_level(
         for name in slo.tiers
     }
     seconds = time.perf_counter() - started
-    return MeasuredLevel(level, tiers, offered_rps(at.offsets), len(at.requests), seconds, runs, set_aside)
+    return MeasuredLevel(
+        level,
+        tiers,
+        offered_rps(at.offsets),
+        len(at.requests),
+        seconds,
+        skipped=asked - len(passes),
+        runs=runs,
+        set_aside=set_aside,
+    )
 
 
 def _round(

@@ -139,6 +139,7 @@ def _new_record(
         "forecast": [],
         "contention": settings.contention.model_dump() if settings.contention else None,
         "unloadable_from": None,
+        "oversaturated": {"loads": 0, "rounds": 0, "saved_s": 0.0},
     }
     checks, tiers = slo.records()
     return {

@@ -92,6 +92,8 @@ class KneeSearch:
             bracketing = search.phase == "bracket"
             search.record(measured.level, cost=measured.seconds)
             self._walls[probe.load] = typical_wall(measured.runs)
+            if measured.skipped:
+                self._skipped(measured)
             if probe.load == max(level.load for level in search.levels):  # the most loaded run reads it best
                 self._cap(search, measured)
             self._merge_level(search.levels, measured)
@@ -158,6 +160,20 @@ class KneeSearch:
         )
         self.record["search"]["unloadable_from"] = load
         search.max_load = min(load, search.max_load or math.inf)
+
+    def _skipped(self, measured: MeasuredLevel) -> None:
+        """Say and keep the rounds not run at an over-saturated load, and the engine time that saved (each round: a
+        run of each arm, as long as a typical run there)."""
+        load = measured.level.load
+        saved = 2 * measured.skipped * self._walls[load]
+        self.feedback.note(
+            f"load {load:g}: both arms fell behind the offered load and missed every SLO tier; its other "
+            f"{measured.skipped} round(s) are not run (~{saved:.0f} engine-s saved)"
+        )
+        skipped = self.record["search"]["oversaturated"]
+        skipped["loads"] += 1
+        skipped["rounds"] += measured.skipped
+        skipped["saved_s"] += saved
 
     def prepared(self, seed: int, traffic: PreparedTraffic) -> None:
         """Use ``traffic`` (already read and built) for the workload of ``seed`` instead of reading it again."""

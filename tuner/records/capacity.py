@@ -104,6 +104,8 @@ class SearchRecord(TypedDict):
     contention: dict[str, float] | None  # capacity.contention (cpus): when a round was run again; None: never
     unloadable_from: float | None  # the load at which raising it no longer loaded the engine more (the search
     # probed no higher); None: none found
+    oversaturated: dict[str, float]  # loads whose rounds stopped early, both arms over-saturated and missing every
+    # tier: loads, rounds (not run) and saved_s (their expected engine seconds)
 
 
 class ContentionRecord(TypedDict):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from matplotlib import ticker
 
-from tuner.records import ARMS, CapacityRecord, level_rates, write_text
+from tuner.records import ARMS, CapacityRecord, SearchRecord, level_rates, write_text
 from tuner.report.document import Doc
 from tuner.report.figures import SERIES_COLORS, new_figure, save_figure
 from tuner.stats import ArmCapacityRecord, arm_attainment
@@ -148,6 +148,17 @@ def level_rows(record: CapacityRecord) -> list[list[str]]:
     return rows
 
 
+def _skipped(search: SearchRecord) -> str:
+    """The rounds over-saturated loads did not run, where there were any."""
+    skipped = search["oversaturated"]
+    if not skipped["rounds"]:
+        return ""
+    return (
+        f"; {skipped['rounds']:.0f} round(s) at {skipped['loads']:.0f} over-saturated load(s) not run, both arms "
+        f"behind the offered load and missing every tier (~{skipped['saved_s']:.0f} engine-s saved)"
+    )
+
+
 def capacity_doc(record: CapacityRecord, plot: Path) -> Doc:
     """The report's document: the sentence, the search, each level and the plot."""
     search = record["search"]
@@ -162,7 +173,8 @@ def capacity_doc(record: CapacityRecord, plot: Path) -> Doc:
             f"load: {search['knob']} ({search['unit']}), bracketed from {search['start']:.4g} by x{search['growth']:g} "
             f"({search['rounds']} rounds a load), then a grid at most x{search['resolution']:g} apart, a round per "
             "load and pass",
-            f"spent {search['spent_s']:.0f} of {search['budget_s']:.0f} engine seconds; stopped: {search['stop']}",
+            f"spent {search['spent_s']:.0f} of {search['budget_s']:.0f} engine seconds; stopped: {search['stop']}"
+            + _skipped(search),
             f"created {record['created']}; method: {record['estimate']['method'] if record['estimate'] else '-'}",
         ]
     )
