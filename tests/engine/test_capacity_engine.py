@@ -29,8 +29,7 @@ def test_a_known_slowdown_lowers_the_capacity_of_each_slo_tier_with_its_interval
     four checks in all, scored on the same runs. Both tiers' knees of the configuration lie above the start (the
     median's at 30-39 requests/s here): started at 0.3 requests per step, the first of these searches left the
     median's below its lowest load and had to run again. Seen here (steps of 9.5 ms): p90 -37.7% and -44.6% (95%
-    CIs: at least 20.7% and 23.1% fewer), median -51.5% and -43.2% (at least 28.0% and 25.8% fewer), 2 rounds at
-    2 over-saturated loads not run in each (about 5 engine-s).
+    CIs: at least 20.7% and 23.1% fewer), median -51.5% and -43.2% (at least 28.0% and 25.8% fewer).
 
     Every figure is in units of this engine's own decode step (``decode_step_s``, measured first), as the
     known-gain tests size their cut: the TTFT target is 21 steps, the wait 0.55 of one, the search starts at 0.25

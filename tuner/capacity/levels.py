@@ -46,7 +46,7 @@ class MeasuredLevel:
     offered_rps: float
     requests: int
     seconds: float  # engine time spent on these rounds (both arms, switches and rounds run again included)
-    skipped: int = 0  # rounds asked for and not run: both arms over-saturated and missing every tier
+    skipped: int = 0  # rounds asked for and not run: both arms missed every tier whatever they would have shown
     runs: dict[str, list[dict[str, float]]] = field(default_factory=lambda: {arm: [] for arm in ARMS})
     set_aside: dict[str, list[dict[str, float]]] = field(default_factory=lambda: {arm: [] for arm in ARMS})
 
@@ -67,7 +67,7 @@ def measure_level(
     """One round at ``load`` per pass in ``passes`` (``bench_for(pass)``: the running engine with that pass's
     requests at this load's send times), each request scored on every check of ``slo``, continuing the mirrored
     order after the ``done`` rounds there before; a round in which ``contention`` says other work took one arm's run
-    is run again, once; the rounds left are not run once both arms are over-saturated and miss every tier
+    is run again, once; the rounds left are not run once both arms miss every tier there whatever they would show
     (:mod:`tuner.capacity.oversaturation`)."""
     met: dict[str, list[list[list[bool]]]] = {arm: [] for arm in ARMS}  # per arm, round, check: each request
     runs: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
@@ -87,7 +87,7 @@ def measure_level(
         for a, (flags, run) in outcome.items():
             met[a].append(flags)
             runs[a].append(run)
-        if index + 1 < len(passes) and oversaturated(slo, met, runs, offered_rps(at.offsets)):
+        if index + 1 < len(passes) and oversaturated(slo, met, len(passes)):
             passes = passes[: index + 1]
             break
     per_check = {arm: [[each[check] for each in met[arm]] for check in range(len(slo.checks))] for arm in ARMS}

@@ -167,7 +167,7 @@ class KneeSearch:
         load = measured.level.load
         saved = 2 * measured.skipped * self._walls[load]
         self.feedback.note(
-            f"load {load:g}: both arms fell behind the offered load and missed every SLO tier; its other "
+            f"load {load:g}: both arms miss every SLO tier there whatever more rounds would show; its other "
             f"{measured.skipped} round(s) are not run (~{saved:.0f} engine-s saved)"
         )
         skipped = self.record["search"]["oversaturated"]

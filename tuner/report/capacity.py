@@ -155,7 +155,7 @@ def _skipped(search: SearchRecord) -> str:
         return ""
     return (
         f"; {skipped['rounds']:.0f} round(s) at {skipped['loads']:.0f} over-saturated load(s) not run, both arms "
-        f"behind the offered load and missing every tier (~{skipped['saved_s']:.0f} engine-s saved)"
+        f"missing every tier whatever those rounds would show (~{skipped['saved_s']:.0f} engine-s saved)"
     )
 
 
