@@ -294,7 +294,8 @@ def test_report_and_export_read_a_capacity_directory(tmp_path: Path) -> None:
     assert entry["name"] == "cap/capacity-ratio/known_delay(worker_ms=4.0)/rate" and entry["unit"] == "x reference"
     assert (entry["value"], entry["range"]) == (1.2, "1.050-1.400x (95% CI)")
     record = _record(tmp_path)
-    record["estimate"] = _estimate(1.0, None, None, ("at_least", "exact"))  # a bound is no point on a chart
+    record["estimate"] = record["tiers"][0]["estimate"] = _estimate(1.0, None, None, ("at_least", "exact"))  # a bound
+    # is no point on a chart
     (directory / "capacity.json").write_text(json.dumps(record))
     nothing = CliRunner().invoke(app, ["export", "bench", str(directory), "-o", str(out), "--kind", "bigger"])
     assert nothing.exit_code == 2 and "nothing to export in the capacity series" in nothing.stderr

@@ -26,6 +26,7 @@ from tuner.metrics import RequestLatency
 from tuner.records import CAPACITY_SCHEMA, load_capacity
 from tuner.report.capacity import write_capacity_report
 from tuner.report.load_table import load_rows
+from tuner.series.capacity import capacity_entries
 from tuner.stats import LevelResult, Share, capacity_ratio, tier
 
 TIERS = {
@@ -240,8 +241,8 @@ def test_the_report_gives_each_tier_its_capacities_and_draws_each_check(tmp_path
         {"metric": "completed", "limit_ms": None, "words": "completed"},
     ]
     second = {**record["tiers"][0], "name": "batch", "words": "90% of requests within TPOT <= 50 ms"}
-    second["estimate"] = {**second["estimate"], "capacity_b": {"load": 9.0, "bound": "at_least", "ci_low": 9.0,
-                                                               "ci_high": None}}  # fmt: skip
+    at_least = {"load": 9.0, "bound": "at_least", "ci_low": 9.0, "ci_high": None}
+    second["estimate"] = {**second["estimate"], "capacity_b": at_least, "ratio_bound": "at_least", "ci_high": None}
     record["tiers"] = [{**record["tiers"][0], "name": "interactive"}, second]
     for level in record["levels"]:
         level["checks"] = [level["attainment"]] * 3
@@ -251,13 +252,16 @@ def test_the_report_gives_each_tier_its_capacities_and_draws_each_check(tmp_path
     text = (tmp_path / "report.md").read_text()
     interactive = "| interactive | 90% of requests within TTFT <= 500 ms | 10 [9, 11] | 12 [10.8, 13.2] |"
     assert f"{interactive} 1.200 [1.050, 1.400] |" in text
-    assert "| batch | 90% of requests within TPOT <= 50 ms | 10 [9, 11] | at least 9 | 1.200 [1.050, 1.400] |" in text
+    assert "| batch | 90% of requests within TPOT <= 50 ms | 10 [9, 11] | at least 9 | 1.200 [1.050, open] |" in text
     rows = load_rows(record)
     assert [(r.load, r.tier, r.arm) for r in rows[:4]] == [
         (4.0, "interactive", "reference"), (4.0, "interactive", "configuration"),
         (4.0, "batch", "reference"), (4.0, "batch", "configuration"),
     ]  # fmt: skip
     assert (tmp_path / "checks.png").stat().st_size > 10_000
+    entries = capacity_entries(record, "cap")  # type: ignore[arg-type]
+    assert [e["name"] for e in entries] == ["cap/capacity-ratio/known_delay(worker_ms=4.0)/rate/interactive"]
+    assert "tier interactive: 90% of requests within TTFT <= 500 ms" in entries[0]["extra"]  # batch's is a bound
 
 
 def test_a_level_scores_each_request_on_every_check_and_each_tier_on_its_checks_together(
