@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from matplotlib import ticker
+from matplotlib.axes import Axes
 
 from tuner.records import ARMS, CapacityRecord, SearchRecord, level_rates, write_text
 from tuner.report.document import Doc
@@ -25,9 +26,10 @@ def _signed(value: float | None) -> str:
 
 
 def attainment_plot(path: Path, record: CapacityRecord) -> Path:
-    """Each arm's attainment per probed load with its 95% interval, the target, and each arm's capacity."""
-    fig = new_figure(7.5, 4.2)
-    ax = fig.add_subplot()
+    """Each arm's attainment per probed load with its 95% interval, the target, and each arm's capacity; below it,
+    each arm's achieved load and goodput per probed load."""
+    fig = new_figure(7.5, 7.0)
+    ax = fig.add_subplot(2, 1, 1)
     loads = [level["load"] for level in record["levels"]]
     for (arm, label), color in zip(ARM_LABELS.items(), SERIES_COLORS, strict=False):
         points = [arm_attainment([r["attainment"] for r in lv["runs"][arm]], lv["requests"]) for lv in record["levels"]]
@@ -45,11 +47,28 @@ def attainment_plot(path: Path, record: CapacityRecord) -> Path:
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(ticker.LogFormatter())  # plain numbers (3, 5, 20), not 3x10^0
     ax.xaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
-    ax.set_xlabel(f"load ({record['search']['unit']})")
     ax.set_ylabel("requests meeting the SLO (%)" if first["name"] == "slo" else f"passing all of {first['name']} (%)")
     ax.set_title(f"{record['experiment']}: attainment per load (dotted: each arm's capacity)")
     ax.legend(loc="lower left", fontsize=8)
+    _rates_panel(fig.add_subplot(2, 1, 2, sharex=ax), record)
     return save_figure(fig, path)
+
+
+def _rates_panel(ax: Axes, record: CapacityRecord) -> None:
+    """Each arm's achieved requests/s (solid) and goodput (dashed, the first tier's) per probed load, beside the
+    offered rate (grey) where the load sets send times."""
+    loads = [level["load"] for level in record["levels"]]
+    for (arm, label), color in zip(ARM_LABELS.items(), SERIES_COLORS, strict=False):
+        achieved, goodput = zip(*(level_rates(level, arm) for level in record["levels"]), strict=True)
+        ax.plot(loads, achieved, "o-", color=color, label=f"{label}: achieved")
+        ax.plot(loads, goodput, "s--", color=color, label=f"{label}: goodput")
+    offered = [level["offered_rps"] for level in record["levels"]]
+    if all(x is not None and math.isfinite(x) for x in offered):
+        ax.plot(loads, offered, color="#999999", linewidth=1, label="offered")
+    ax.set_xlabel(f"load ({record['search']['unit']})")
+    ax.set_ylabel("requests/s")
+    ax.set_title("achieved load and goodput per load", fontsize=9)
+    ax.legend(loc="upper left", fontsize=7)
 
 
 def checks_plot(path: Path, record: CapacityRecord) -> Path:
