@@ -1,19 +1,23 @@
-"""A load knob that cannot load the engine further (tuner.capacity.load.unloadable): the search probes no higher than
-where every request already leaves at once, and its sentence says what to change."""
+"""Where the load knob stops loading the engine: the search probes no higher than where every request already leaves
+at once (tuner.capacity.load.unloadable), its sentence says what to change, and ``capacity.start: auto`` starts
+where the engine stops keeping up with the sends (tuner.capacity.load.saturation_load)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.test_capacity import _record
 from tuner.capacity import KneePlanner
 from tuner.capacity.levels import MeasuredLevel
-from tuner.capacity.load import unloadable
-from tuner.capacity.run import conclude
+from tuner.capacity.load import saturation_load, unloadable
+from tuner.capacity.run import _saturated_start, conclude
 from tuner.capacity.search import KneeSearch
 from tuner.capacity.slo import CapacitySlo
 from tuner.config import CapacitySearch, Experiment, LoadKnob
+from tuner.feedback import Level, Silent
 from tuner.stats import LevelResult, PairedCounts
 
 
@@ -25,11 +29,13 @@ def test_a_load_at_which_every_request_leaves_at_once_cannot_be_loaded_more() ->
     assert unloadable(LoadKnob.CONCURRENCY, 25.0, 0.0, 4.0, 25) and not unloadable(LoadKnob.CONCURRENCY, 24, 0, 4, 25)
 
 
-class _Notes:
+class _Notes(Silent):
+    """Feedback that keeps its notes."""
+
     def __init__(self) -> None:
         self.said: list[str] = []
 
-    def note(self, text: str, level: str = "info") -> None:
+    def note(self, text: str, level: Level = "info") -> None:
         self.said.append(text)
 
 
@@ -49,7 +55,7 @@ def _search(tmp_path: Path, max_load: float | None) -> tuple[KneeSearch, KneePla
         {},
         record,
         tmp_path / "capacity.json",
-        notes,  # type: ignore[arg-type]
+        notes,
     )
     return knee, KneePlanner(8.0, 0.99, budget=100, max_load=max_load), notes
 
@@ -97,3 +103,27 @@ def test_the_sentence_says_what_to_change_when_an_arm_met_the_slo_up_to_where_th
     record["search"]["unloadable_from"] = None  # the knob could still load it: the budget or max_load stopped it
     conclude(record, LoadKnob.RATE)
     assert "Give the search more requests" not in record["summary"] and "raise the budget" in record["summary"]
+
+
+def test_start_auto_begins_where_the_sends_would_span_the_time_all_requests_take_at_once(tmp_path: Path) -> None:
+    """25 requests sent over 3 s at 8 requests/s took 1.5 s when sent at once: the engine keeps up to about
+    8 * 3 / 1.5 = 16 requests/s, where the search starts (10 when max_load is 10)."""
+    assert saturation_load(8.0, 3.0, 1.5) == pytest.approx(16.0) and saturation_load(8.0, 0.0, 1.5) == 8.0
+
+    class Session:
+        def run(self, requests: list[Any], offsets: list[float], sampling: Any) -> tuple[list[Any], float]:
+            assert offsets == [0.0] * 25  # every request at once
+            return [], 1.5
+
+    first: Any = type("Bench", (), {"session": Session(), "requests": [object()] * 25,
+                                    "offsets": [0.125 * i for i in range(25)]})()  # fmt: skip
+    first.experiment = Experiment.model_validate({"name": "x", "workload": {"rate": 8}})
+    notes = _Notes()
+    placed = _saturated_start(first, 8.0, CapacitySearch(start="auto"), notes)
+    assert placed["predicted"] == pytest.approx(16.0) and placed["start"] == pytest.approx(16.0)
+    assert (
+        "all 25 requests at once took 1.5 s, sent over 3 s at load 8: the engine keeps up to about 16" in notes.said[0]
+    )
+    limited = _saturated_start(first, 8.0, CapacitySearch(start="auto", max_load=10), notes)
+    assert limited["start"] == 10.0 and "(10 within the load limits)" in notes.said[1]
+    assert CapacitySearch.model_validate({"start": "auto"}).start == "auto"

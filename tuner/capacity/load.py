@@ -78,3 +78,10 @@ def unloadable_note(search: SearchRecord, highest: float, requests: int, arms: l
         f"{unloadable_words(knob, requests)}: a higher load would not load the engine more. Give the search more "
         f"requests (workload.num_prompts, or a longer trace window) or use {other}."
     )
+
+
+def saturation_load(load: float, span_s: float, wall_s: float) -> float:
+    """The load at which the requests' sends span what the engine took to serve all of them at once (``wall_s``),
+    read from their send span ``span_s`` at ``load`` (send times scale as 1 / load): about where the engine stops
+    keeping up, so where a latency SLO's knee lies at or below."""
+    return load * span_s / wall_s if span_s > 0 and wall_s > 0 else load

@@ -12,10 +12,11 @@ module checks what is compared, starts the engine, and writes the record's frame
 from __future__ import annotations
 
 import datetime
+import math
 from pathlib import Path
 
 from tuner.capacity.contention import contention_record
-from tuner.capacity.load import at_load, current_load, unloadable_note
+from tuner.capacity.load import at_load, current_load, saturation_load, unloadable_note
 from tuner.capacity.search import KneeSearch
 from tuner.capacity.sentence import WIDEN, tiers_sentence
 from tuner.capacity.slo import CapacitySlo
@@ -33,7 +34,15 @@ from tuner.feedback import SILENT, Feedback, task
 from tuner.measure import Workbench, prepare
 from tuner.metrics import host_record
 from tuner.plugin.protocol import encode_spec
-from tuner.records import ARMS, CAPACITY_SCHEMA, CapacityRecord, SearchRecord, capacity_path, save_capacity
+from tuner.records import (
+    ARMS,
+    CAPACITY_SCHEMA,
+    AutoStart,
+    CapacityRecord,
+    SearchRecord,
+    capacity_path,
+    save_capacity,
+)
 from tuner.report import write_capacity_report
 from tuner.traffic import WorkloadRecord
 from tuner.vllm import versions
@@ -49,7 +58,7 @@ def run_capacity(
     """Start the engine, search both arms' knees on it (see the module docstring), write ``capacity.json``, the
     report and its plot; return the record's path and the record."""
     knob = _checked(experiment, configuration, against)
-    start = (experiment.capacity or CapacitySearch()).start or current_load(experiment, knob)
+    start = _given_start(experiment, knob)
     with task(feedback, f"starting vLLM engine ({experiment.engine.get('model', '')})", None):
         bench = Workbench.start(at_load(experiment, knob, start), encode_spec({}, sorted(configuration.strategies)))
     try:
@@ -70,13 +79,19 @@ def capacity_on(
     rewritten after every level and kept, marked interrupted, on Ctrl-C."""
     knob = _checked(experiment, configuration, against)
     settings = experiment.capacity or CapacitySearch()
-    start = settings.start or current_load(experiment, knob)
+    start = _given_start(experiment, knob)
     path = capacity_path(experiment.output_dir, experiment.name)
     arms = {"reference": {}, "configuration": configuration.strategies}
     prepared = prepare(experiment, bench.session.vocab_size())  # read and built once, re-timed at every load
     first = Workbench(bench.session, at_load(experiment, knob, start), prepared)  # the start load's send times
+    predicted = None
+    if settings.start == "auto" and knob is not LoadKnob.CONCURRENCY:
+        predicted = _saturated_start(first, start, settings, feedback)
+        start = predicted["start"]
+        first = Workbench(bench.session, at_load(experiment, knob, start), prepared)
     slo = CapacitySlo.of(experiment)
     record = _new_record(experiment, configuration, against, knob, settings, start, first.workload, slo)
+    record["search"]["start_auto"] = predicted
     search = KneeSearch(bench, experiment, knob, settings, slo, arms, record, path, feedback)
     search.prepared(experiment.workload.seed, prepared)
     try:
@@ -87,6 +102,29 @@ def capacity_on(
         raise
     _finish(record, path, knob)
     return path, record
+
+
+def _given_start(experiment: Experiment, knob: LoadKnob) -> float:
+    """``capacity.start`` where it is a load, else the workload's own."""
+    start = (experiment.capacity or CapacitySearch()).start
+    return start if isinstance(start, float) else current_load(experiment, knob)
+
+
+def _saturated_start(first: Workbench, load: float, settings: CapacitySearch, feedback: Feedback) -> AutoStart:
+    """``capacity.start: auto``: every request sent at once to the reference, timed, and the search started where
+    the sends at ``load`` (``first``'s) would span that time (:func:`tuner.capacity.load.saturation_load`), within
+    the load limits."""
+    with task(feedback, "start: auto: every request at once, to place the first probe", None):
+        _, wall = first.session.run(first.requests, [0.0] * len(first.requests), first.experiment.workload.sampling)
+    span = max(first.offsets) - min(first.offsets)
+    predicted = saturation_load(load, span, wall)
+    start = min(max(predicted, settings.min_load or 0.0), settings.max_load or math.inf)
+    feedback.note(
+        f"start: auto: all {len(first.requests)} requests at once took {wall:.3g} s, sent over {span:.3g} s at load "
+        f"{load:g}: the engine keeps up to about {predicted:.4g}, where the search starts"
+        + (f" ({start:.4g} within the load limits)" if start != predicted else "")
+    )
+    return {"load": load, "span_s": span, "all_at_once_s": wall, "predicted": predicted, "start": start}
 
 
 def _checked(experiment: Experiment, configuration: StartConfig, against: Path | None) -> LoadKnob:
@@ -140,6 +178,7 @@ def _new_record(
         "contention": settings.contention.model_dump() if settings.contention else None,
         "unloadable_from": None,
         "oversaturated": {"loads": 0, "rounds": 0, "saved_s": 0.0},
+        "start_auto": None,
     }
     checks, tiers = slo.records()
     return {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -84,7 +85,11 @@ class CapacitySearch(BaseModel):
         description="SLO tiers by name, each with its capacity from one search (instead of measure.slo and attainment)",
     )
     load: LoadKnob | None = Field(None, description="speed, rate or concurrency; none: the one the workload uses")
-    start: float | None = Field(None, gt=0, description="first load probed (knob units); none: the workload's")
+    start: float | Literal["auto"] | None = Field(
+        None,
+        description="first load probed (knob units; > 0); auto: where the engine, all requests at once, just keeps up "
+        "with the sends; none: the workload's",
+    )
     min_load: float | None = Field(None, gt=0, description="never probe below this load")
     max_load: float | None = Field(None, gt=0, description="never probe above this load")
     growth: float = Field(2.0, gt=1.3, le=16, description="bracketing steps up or down by this factor")
@@ -109,6 +114,6 @@ class CapacitySearch(BaseModel):
         low, high = self.min_load or 0.0, self.max_load or math.inf
         if low >= high:
             raise ValueError(f"min_load ({low:g}) must be below max_load ({high:g})")
-        if self.start is not None and not low <= self.start <= high:
-            raise ValueError(f"start ({self.start:g}) must lie within [min_load, max_load]")
+        if isinstance(self.start, float) and not (self.start > 0 and low <= self.start <= high):
+            raise ValueError(f"start ({self.start:g}) must be positive and lie within [min_load, max_load]")
         return self

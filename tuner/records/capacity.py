@@ -85,6 +85,16 @@ class LevelRecord(TypedDict):
     set_aside: dict[str, list[dict[str, float]]]  # per arm, as runs: the rounds run again (other work took the host)
 
 
+class AutoStart(TypedDict):
+    """How ``capacity.start: auto`` placed the first probe (:func:`tuner.capacity.load.saturation_load`)."""
+
+    load: float  # the workload's own load, whose send span was read
+    span_s: float  # its requests' send span there
+    all_at_once_s: float  # the reference serving every request sent at once
+    predicted: float  # the load whose sends would span that time
+    start: float  # the first load probed: predicted, within the load limits
+
+
 class SearchRecord(TypedDict):
     """How the knee was searched and why it stopped."""
 
@@ -104,6 +114,7 @@ class SearchRecord(TypedDict):
     contention: dict[str, float] | None  # capacity.contention (cpus): when a round was run again; None: never
     unloadable_from: float | None  # the load at which raising it no longer loaded the engine more (the search
     # probed no higher); None: none found
+    start_auto: AutoStart | None  # how capacity.start: auto placed the first probe; None: not asked for
     oversaturated: dict[str, float]  # loads whose rounds stopped early, both arms over-saturated and missing every
     # tier: loads, rounds (not run) and saved_s (their expected engine seconds)
 
