@@ -127,3 +127,11 @@ def test_start_auto_begins_where_the_sends_would_span_the_time_all_requests_take
     limited = _saturated_start(first, 8.0, CapacitySearch(start="auto", max_load=10), notes)
     assert limited["start"] == 10.0 and "(10 within the load limits)" in notes.said[1]
     assert CapacitySearch.model_validate({"start": "auto"}).start == "auto"
+
+
+def test_a_start_that_is_no_load_is_refused() -> None:
+    for bad in (0.0, -2.0):
+        with pytest.raises(ValueError, match="must be a positive load, or auto"):
+            CapacitySearch.model_validate({"start": bad})
+    with pytest.raises(ValueError, match="start"):
+        CapacitySearch.model_validate({"start": "soon"})

@@ -114,6 +114,8 @@ class CapacitySearch(BaseModel):
         low, high = self.min_load or 0.0, self.max_load or math.inf
         if low >= high:
             raise ValueError(f"min_load ({low:g}) must be below max_load ({high:g})")
-        if isinstance(self.start, float) and not (self.start > 0 and low <= self.start <= high):
-            raise ValueError(f"start ({self.start:g}) must be positive and lie within [min_load, max_load]")
+        if isinstance(self.start, float) and not self.start > 0:
+            raise ValueError(f"start ({self.start:g}) must be a positive load, or auto")
+        if isinstance(self.start, float) and not low <= self.start <= high:
+            raise ValueError(f"start ({self.start:g}) must lie within [min_load, max_load]")
         return self
