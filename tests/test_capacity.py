@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 from tests import support
 from tuner.capacity import configuration_from
 from tuner.capacity.load import at_load, current_load, offered_rps
-from tuner.capacity.run import SERVED_ON_A_SATURATED_HOST, conclude
+from tuner.capacity.run import SERVED_ON_A_SATURATED_HOST, arms_of, conclude
 from tuner.capacity.search import typical_wall
 from tuner.capacity.sentence import capacity_sentence
 from tuner.capacity.slo import CapacitySlo
 from tuner.cli.main import app
-from tuner.config import Experiment, LoadKnob
+from tuner.config import Experiment, LoadKnob, StartConfig
 from tuner.errors import UserError
 from tuner.records.capacity import load_capacity
 from tuner.report.capacity import write_capacity_report
@@ -93,14 +93,34 @@ def test_the_command_refuses_what_it_cannot_compare_before_an_engine_starts(tmp_
     path.write_text(yaml.safe_dump(body))
     nothing = CliRunner().invoke(app, ["capacity", str(path)])
     assert nothing.exit_code == 2 and "no configuration to compare" in nothing.stderr
+    path.write_text(yaml.safe_dump({**body, "capacity": {"engine": {"max_num_seqz": 32}, "env": {"VLLM_NOPE": "1"}}}))
+    restart = CliRunner().invoke(app, ["capacity", str(path)])
+    assert restart.exit_code == 2 and "capacity.engine.max_num_seqz: not a vLLM engine argument" in restart.stderr
+    assert "capacity.env.VLLM_NOPE:" in restart.stderr
+    path.write_text(yaml.safe_dump(body))
     winner = tmp_path / "winner.yaml"
-    winner.write_text(yaml.safe_dump({"engine": {"max_num_seqs": 8}, "env": {}, "strategies": {"known_delay": {}}}))
-    restart = CliRunner().invoke(app, ["capacity", str(path), "--against", str(winner)])
-    assert restart.exit_code == 2 and "max_num_seqs would need an engine of its own per arm" in restart.stderr
     winner.write_text(yaml.safe_dump({"strategies": {"gc_magic": {}}}))
     unknown = CliRunner().invoke(app, ["capacity", str(path), "--against", str(winner)])
     assert unknown.exit_code == 2 and "strategies.gc_magic: unknown strategy" in unknown.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_strategies_in_both_arms_are_the_reference_and_under_the_configuration(tmp_path: Path) -> None:
+    both = {"shm_spin_window": {"window_s": 0.01}, "known_delay": {"worker_ms": 1.0}}
+    exp = experiment(capacity={"in_both_arms": both})
+    arms = arms_of(exp, StartConfig(strategies={"known_delay": {}}))
+    assert arms == {"reference": both, "configuration": {**both, "known_delay": {}}}  # the configuration's on top
+    assert arms_of(experiment(), StartConfig(strategies={"gc_freeze": {}})) == {
+        "reference": {},
+        "configuration": {"gc_freeze": {}},
+    }
+    path = tmp_path / "cap.yaml"
+    body = {"name": "cap", "workload": {"num_prompts": 8, "rate": 4.0}, "measure": {"slo": {"ttft_ms": 500}}}
+    body |= {"strategies": {"known_delay": {}}, "capacity": {"in_both_arms": {"spin_less": {}}}}
+    path.write_text(yaml.safe_dump({**body, "output_dir": str(tmp_path / "results")}, sort_keys=False))
+    refused = CliRunner().invoke(app, ["capacity", str(path)])
+    assert refused.exit_code == 2 and "capacity.in_both_arms.spin_less: unknown strategy" in refused.stderr
+    assert f"{path}:" in refused.stderr and not (tmp_path / "results").exists()
 
 
 def test_the_command_prints_each_load_and_the_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,8 +222,8 @@ def _record(tmp_path: Path) -> dict[str, Any]:
         "vllm": "0.32.0",
         "slo": {"ttft_ms": 500.0, "tpot_ms": None, "e2e_ms": None},
         "target": 0.9,
-        "reference": {"strategies": {}},
-        "configuration": {"strategies": {"known_delay": {"worker_ms": 4.0}}},
+        "reference": {"strategies": {}, "engine": {}, "env": {}},
+        "configuration": {"strategies": {"known_delay": {"worker_ms": 4.0}}, "engine": {}, "env": {}},
         "against": None,
         "search": {
             "knob": "rate",
@@ -220,6 +240,7 @@ def _record(tmp_path: Path) -> dict[str, Any]:
             "contention": {"cpus": 0.25},
             "unloadable_from": None,
             "oversaturated": {"loads": 0, "rounds": 0, "saved_s": 0.0},
+            "restarts": None,
         },
         "levels": [level(4.0, [1.0, 1.0, 0.95], [1.0, 1.0, 1.0]), level(8.0, [0.8, 0.85, 0.7], [0.95, 0.9, 0.9])],
         "estimate": (estimate := _estimate(1.2, 1.05, 1.4)),
@@ -278,6 +299,24 @@ def test_the_report_tells_the_levels_and_draws_the_attainment_with_the_knees(tmp
     assert "**the configuration serves 20.0% [5.0%, 40.0%] more requests/s.**" in text
     assert "| 8 | 8 | 3 | 20 | 78.33% | 91.67% | +5.00 [-1.00, +11.00] | 0.09 | 10 / 7.83 | 10 / 9.17 |" in text
     assert (tmp_path / "attainment.png").stat().st_size > 10_000
+    assert "- configuration: `known_delay` {'worker_ms': 4.0}\n" in text
+    assert "- reference: vLLM 0.32.0 as installed, on the same engine (engine mode)" in text
+    both = {"shm_spin_window": {"window_s": 0.01}}
+    record["reference"]["strategies"] = both
+    record["configuration"]["strategies"] = {**both, "known_delay": {"worker_ms": 4.0}}
+    write_capacity_report(tmp_path, record)  # type: ignore[arg-type]
+    text = (tmp_path / "report.md").read_text()
+    assert "- configuration: `known_delay` {'worker_ms': 4.0}\n" in text  # its own, not the arms' common setting
+    assert "as installed, with `shm_spin_window` {'window_s': 0.01} in both arms, on the same engine" in text
+    record["configuration"]["engine"] = {"max_num_seqs": 32}
+    record["search"]["restarts"] = [
+        {"arm": arm, "tag": 0, "start_s": 15.0, "stop_s": 2.0} for arm in ("reference", "configuration")
+    ]
+    write_capacity_report(tmp_path, record)  # type: ignore[arg-type]
+    text = (tmp_path / "report.md").read_text()
+    assert "- configuration: `known_delay` {'worker_ms': 4.0}, `max_num_seqs`: 32\n" in text
+    assert "in both arms, by restart pairs, an engine per arm and pass (engine mode)" in text
+    assert "stopped: budget; 2 engine starts and stops took 34 s of it (17 s each)" in text
 
 
 def test_report_and_export_read_a_capacity_directory(tmp_path: Path) -> None:

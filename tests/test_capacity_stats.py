@@ -26,7 +26,7 @@ from scipy.optimize import isotonic_regression, minimize_scalar
 from scipy.stats import binom, norm
 from scipy.stats import t as student
 
-from tuner.capacity.planner import KneePlanner, _noise
+from tuner.capacity.planner import KneePlanner, _noise, forecast
 from tuner.stats import (
     LevelResult,
     PairedCounts,
@@ -406,7 +406,7 @@ def test_the_search_runs_the_passes_its_pilot_planned() -> None:
     """A loose precision: after the pilot's 2 passes the plan asks for no more, and the search stops there with
     a bounded interval; the forecast made before the run from a guessed SD was finite."""
     search = KneePlanner(5.0, 0.95, budget=200, precision=0.5)
-    assert math.isfinite(search.forecast(log_sd=0.05).precision)
+    assert math.isfinite(forecast(search, log_sd=0.05).precision)
     _run(search)
     assert search.stop_reason == "planned" and search.done == search.planned == 2
     found = search.estimate()
@@ -417,16 +417,16 @@ def test_the_forecast_states_its_precision_as_a_range_that_narrows_as_rounds_are
     """Once rounds are measured, the forecast's precision comes with the range the noise read from them may
     stand in (:func:`tuner.stats.predict_sd`): it holds the point, and it is narrower after more rounds. Before
     any round, from a guessed SD alone, the range is unbounded above."""
-    guessed = KneePlanner(5.0, 0.95, budget=400, precision=0.01).forecast(log_sd=0.05)
+    guessed = forecast(KneePlanner(5.0, 0.95, budget=400, precision=0.01), log_sd=0.05)
     assert guessed.precision_range[0] <= guessed.precision and guessed.precision_range[1] == math.inf
     widths = []
     for budget in (60, 400):
         search = KneePlanner(5.0, 0.95, budget=budget, precision=0.01)
         _run(search)
-        forecast = search.forecast(log_sd=0.05)
-        low, high = forecast.precision_range
-        assert low < forecast.precision < high < math.inf
-        widths.append(math.log((1 + high) / (1 + low)) / forecast.precision)
+        expected = forecast(search, log_sd=0.05)
+        low, high = expected.precision_range
+        assert low < expected.precision < high < math.inf
+        widths.append(math.log((1 + high) / (1 + low)) / expected.precision)
     assert widths[1] < widths[0]
 
 

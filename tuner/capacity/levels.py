@@ -90,22 +90,31 @@ def measure_level(
         if index + 1 < len(passes) and oversaturated(slo, met, len(passes)):
             passes = passes[: index + 1]
             break
+    return level_of(load, met, runs, passes, slo, at, time.perf_counter() - started, asked - len(passes), set_aside)
+
+
+def level_of(
+    load: float,
+    met: dict[str, list[list[list[bool]]]],
+    runs: dict[str, list[dict[str, float]]],
+    passes: tuple[int, ...],
+    slo: CapacitySlo,
+    at: Workbench,
+    seconds: float,
+    skipped: int = 0,
+    set_aside: dict[str, list[dict[str, float]]] | None = None,
+) -> MeasuredLevel:
+    """The level of these rounds at ``load`` (``met``: per arm, round and check, each request's flag; ``runs``: per
+    arm, each run's figures; round i in pass ``passes[i]``), on ``at``'s requests, ``seconds`` of engine time."""
     per_check = {arm: [[each[check] for each in met[arm]] for check in range(len(slo.checks))] for arm in ARMS}
     level = LevelResult.of_checks(load, per_check["reference"], per_check["configuration"], passes)
     tiers = {
         name: PairedCounts.from_rounds(*([slo.joint(name, flags) for flags in met[arm]] for arm in ARMS))
         for name in slo.tiers
     }
-    seconds = time.perf_counter() - started
+    aside = set_aside if set_aside is not None else {arm: [] for arm in ARMS}
     return MeasuredLevel(
-        level,
-        tiers,
-        offered_rps(at.offsets),
-        len(at.requests),
-        seconds,
-        skipped=asked - len(passes),
-        runs=runs,
-        set_aside=set_aside,
+        level, tiers, offered_rps(at.offsets), len(at.requests), seconds, skipped, runs=runs, set_aside=aside
     )
 
 
@@ -121,25 +130,29 @@ def _round(
     """One run of each arm on ``at``'s requests, in the round's order: per arm, each check's flags per request, and
     the run's figures (its attainment: the share of requests that passed every check of the first tier)."""
     outcome: _Outcome = {}
-    first = next(iter(slo.tiers))
     for position, arm in enumerate(reversed(ARMS) if configuration_first else ARMS):
         at.switch(arms[arm])
-        before = cpu_sample()
-        rep = at.repetition(feedback, label=f"{label}: {arm}")
-        host = run_load(before, cpu_sample())
-        metrics = rep["metrics"]
-        flags = slo.flags(rep)
-        outcome[arm] = (
-            flags,
-            {
-                "attainment": statistics.fmean(slo.joint(first, flags)),
-                "wall_s": metrics["wall_s"],
-                "host_busy": host["host_busy"],
-                "tree_cpus": host["tree_cpus"],
-                "other_cpus": host["other_cpus"],
-                "position": float(position),  # 0: the round's first run, 1: its second
-                "pause_s": metrics.get("longest_pause_ms", 0.0) / 1e3,
-            },
-        )
+        outcome[arm] = arm_run(at, slo, f"{label}: {arm}", feedback, position)
         progress.advance()
     return outcome
+
+
+def arm_run(
+    at: Workbench, slo: CapacitySlo, label: str, feedback: Feedback, position: int = 0
+) -> tuple[list[list[bool]], dict[str, float]]:
+    """One run of the arm in force on ``at``: each check's flags per request, and the run's figures (its attainment:
+    the share of requests that passed every check of the first tier; ``position``: its place in its round)."""
+    before = cpu_sample()
+    rep = at.repetition(feedback, label=label)
+    host = run_load(before, cpu_sample())
+    metrics = rep["metrics"]
+    flags = slo.flags(rep)
+    return flags, {
+        "attainment": statistics.fmean(slo.joint(next(iter(slo.tiers)), flags)),
+        "wall_s": metrics["wall_s"],
+        "host_busy": host["host_busy"],
+        "tree_cpus": host["tree_cpus"],
+        "other_cpus": host["other_cpus"],
+        "position": float(position),  # 0: the round's first run, 1: its second
+        "pause_s": metrics.get("longest_pause_ms", 0.0) / 1e3,
+    }

@@ -11,7 +11,8 @@ Phase 1 ("bracket"), ``rounds`` rounds per probe: from the start load, up by the
 target at the highest load measured, down while it misses it at the lowest, then the same for B, so that each arm
 has a load that meets the target below one that misses it (within the optional load limits: an arm that meets it
 up to the highest allowed load, or misses it down to the lowest, is left censored); then each crossing whose two
-loads lie more than ``span`` apart is halved (a probe at their geometric midpoint) until they do not.
+loads lie more than ``span`` apart is halved (a probe at their geometric midpoint) until they do not. Restart pairs
+(:mod:`tuner.capacity.restart`) bracket each arm on its own engine by the same rule (:func:`bracket_load`).
 
 Phase 2 ("grid"): a grid around each arm's crossing (from the load it last meets the target to the one it first misses
 it, joined where the two overlap; two knees far apart get two small grids, not one across both), at most ``resolution``
@@ -42,7 +43,7 @@ says what the rest of it is expected to resolve: the passes it buys and the prec
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
@@ -179,31 +180,30 @@ class KneePlanner:
             passes = probe.passes
         else:
             passes = tuple(range(self._tag, self._tag + rounds))
-        self._tag = max(self._tag, *(tag + 1 for tag in passes))
         self.spent += self.cost(level.load, rounds) if cost is None else cost
-        tagged = LevelResult(level.load, level.checks, passes)
+        self._add(LevelResult(level.load, level.checks, passes))
+        self._advance()
+
+    def take(self, levels: list[LevelResult]) -> None:
+        """Levels measured without a probe, in their own passes (restart pairs' ladder, whose cost the caller
+        keeps); the phase moves on once all are in, as after a probe."""
+        for level in levels:
+            self._add(level)
+        self._advance()
+
+    def _add(self, level: LevelResult) -> None:
+        self._tag = max(self._tag, *(tag + 1 for tag in level.passes))
         known = self._levels.get(level.load)
-        self._levels[level.load] = known.merged(tagged) if known else tagged
+        self._levels[level.load] = known.merged(level) if known else level
+
+    def _advance(self) -> None:
+        """The grid once every crossing is bracketed; at the end of a pass, the next."""
         if self.grid is None and _bracket_probe(self) is None:
             self.grid = self._new_grid()
             self._pass, self._tag = self._tag, self._tag + 1
         elif self.grid and not self._due():
             self._after_pass()
             self._pass, self._tag = self._tag, self._tag + 1
-
-    def forecast(self, log_sd: float | None = None) -> Forecast:
-        """Rounds per grid load the rest of the budget buys, and the precision expected there from ``log_sd``
-        (default: the levels' so far, :func:`_noise`). Before the grid exists it is guessed as ``span`` around the
-        start, after two more bracketing probes."""
-        grid = self.grid or self._subdivided(self.start / math.sqrt(self.span), self.start * math.sqrt(self.span))
-        left = self.budget - self.spent - (0 if self.grid else 2 * self.cost(self.start, self.rounds))
-        passes = max(0, math.floor(left / sum(self.cost(load, 1) for load in grid))) if grid else 0
-        rounds = min(self.rounds_at(load) for load in grid) + passes
-        sd = (
-            log_sd if log_sd is not None else _noisiest([_noise(self.levels, t, self.confidence) for t in self.targets])
-        )
-        measured = max((level.rounds for level in self.levels), default=0)
-        return Forecast(grid, rounds, *_expected(sd, measured, rounds, self.confidence))
 
     def _wanted(self) -> Probe | None:
         """The probe the search wants next, whatever the budget; None when it wants none."""
@@ -257,13 +257,13 @@ class KneePlanner:
             needed = rounds_needed(sd, self.precision, confidence=self.confidence, most=self.max_rounds)
             self.planned = None if needed is None else self.done + max(0, needed - have)
         grid = set(self.grid)
-        far = {x for arm in _crossings(self) if arm.bound != "exact" and (x := _beyond(self, arm))}
+        far = {x for arm in _crossings(self) if arm.bound != "exact" and (x := _beyond(self, arm, self._levels))}
         for arm in (capacity for e in estimates for capacity in (e.capacity_a, e.capacity_b)):
             grid |= _widened(self, grid, arm, far)
             grid |= _around(arm.load, grid, self._subdivided, self.resolution)
         self.grid = tuple(sorted(grid | far))
 
-    def _step(self, load: float, factor: float) -> float | None:
+    def step(self, load: float, factor: float) -> float | None:
         """``load`` times ``factor`` (rounded, at least one unit away when integer, within the limits); None when
         the limits leave no new load that way."""
         new = self._clamp(load * factor)
@@ -285,12 +285,31 @@ class KneePlanner:
         return float(min(max(self._round(load), low), high))
 
 
-def _bracket_probe(search: KneePlanner) -> float | None:
-    """Phase 1's next load: beyond the measured range for the first arm (each tier's A, then B) whose crossing lies
-    outside it (unless the load limits stop it there), else the midpoint of the first crossing wider than ``span``."""
-    crossings = _crossings(search)
+def forecast(search: KneePlanner, log_sd: float | None = None) -> Forecast:
+    """Rounds per grid load the rest of ``search``'s budget buys, and the precision expected there from ``log_sd``
+    (default: the levels' so far, :func:`_noise`). Before the grid exists it is guessed as ``span`` around the
+    start, after two more bracketing probes."""
+    grid = search.grid or search._subdivided(
+        search.start / math.sqrt(search.span), search.start * math.sqrt(search.span)
+    )
+    left = search.budget - search.spent - (0 if search.grid else 2 * search.cost(search.start, search.rounds))
+    passes = max(0, math.floor(left / sum(search.cost(load, 1) for load in grid))) if grid else 0
+    rounds = min(search.rounds_at(load) for load in grid) + passes
+    sd = (
+        log_sd
+        if log_sd is not None
+        else _noisiest([_noise(search.levels, t, search.confidence) for t in search.targets])
+    )
+    measured = max((level.rounds for level in search.levels), default=0)
+    return Forecast(grid, rounds, *_expected(sd, measured, rounds, search.confidence))
+
+
+def bracket_load(search: KneePlanner, crossings: list[Crossing], loads: Collection[float]) -> float | None:
+    """The next bracketing load for ``crossings`` read on levels at ``loads``: a growth step beyond them for the first
+    crossing censored on a side (unless the load limits stop it there), else the midpoint of the first crossing wider
+    than ``span``; None when every crossing is bracketed that closely."""
     for arm in crossings:
-        if arm.bound != "exact" and (load := _beyond(search, arm)) is not None:
+        if arm.bound != "exact" and (load := _beyond(search, arm, loads)) is not None:
             return load
     for arm in crossings:
         if arm.bound == "exact" and arm.first_missed / arm.last_met > search.span:
@@ -300,11 +319,16 @@ def _bracket_probe(search: KneePlanner) -> float | None:
     return None
 
 
-def _beyond(search: KneePlanner, arm: Crossing) -> float | None:
-    """A growth step past the measured load on the side where ``arm``'s crossing is censored (None where the load
-    limits stop it)."""
-    edge = max(search._levels) if arm.bound == "at_least" else min(search._levels)
-    return search._step(edge, search.growth if arm.bound == "at_least" else 1 / search.growth)
+def _bracket_probe(search: KneePlanner) -> float | None:
+    """Phase 1's next load: :func:`bracket_load` for every arm of every tier (each tier's A, then B)."""
+    return bracket_load(search, _crossings(search), search._levels)
+
+
+def _beyond(search: KneePlanner, arm: Crossing, loads: Collection[float]) -> float | None:
+    """A growth step past ``loads`` on the side where ``arm``'s crossing is censored (None where the load limits
+    stop it)."""
+    edge = max(loads) if arm.bound == "at_least" else min(loads)
+    return search.step(edge, search.growth if arm.bound == "at_least" else 1 / search.growth)
 
 
 def _widened(search: KneePlanner, grid: set[float], arm: Capacity, far: set[float]) -> set[float]:
@@ -313,9 +337,9 @@ def _widened(search: KneePlanner, grid: set[float], arm: Capacity, far: set[floa
     low, high = min(grid), max(grid)
     loads = set()
     if (arm.ci_low == 0 or arm.load < low) and min(far, default=low) >= low:
-        loads.add(search._step(low, 1 / search.resolution))
+        loads.add(search.step(low, 1 / search.resolution))
     if (math.isinf(arm.ci_high) or arm.load > high) and max(far, default=high) <= high:
-        loads.add(search._step(high, search.resolution))
+        loads.add(search.step(high, search.resolution))
     return {x for x in loads if x is not None}
 
 

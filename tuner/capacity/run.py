@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tuner.capacity.contention import contention_record
 from tuner.capacity.load import at_load, current_load, saturation_load, unloadable_note
+from tuner.capacity.restart import RestartSearch
 from tuner.capacity.search import KneeSearch
 from tuner.capacity.sentence import WIDEN, tiers_sentence
 from tuner.capacity.slo import CapacitySlo
@@ -33,7 +34,7 @@ from tuner.errors import UserError
 from tuner.feedback import SILENT, Feedback, task
 from tuner.measure import Workbench, prepare
 from tuner.metrics import host_record
-from tuner.plugin.protocol import encode_spec
+from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.records import (
     ARMS,
     CAPACITY_SCHEMA,
@@ -59,8 +60,10 @@ def run_capacity(
     report and its plot; return the record's path and the record."""
     knob = _checked(experiment, configuration, against)
     start = _given_start(experiment, knob)
+    arms = arms_of(experiment, configuration)
+    installed = arms["reference" if _restarts(configuration) else "configuration"]
     with task(feedback, f"starting vLLM engine ({experiment.engine.get('model', '')})", None):
-        bench = Workbench.start(at_load(experiment, knob, start), encode_spec({}, sorted(configuration.strategies)))
+        bench = Workbench.start(at_load(experiment, knob, start), encode_spec(arms["reference"], sorted(installed)))
     try:
         return capacity_on(bench, experiment, configuration, feedback, against=against)
     finally:
@@ -75,24 +78,33 @@ def capacity_on(
     *,
     against: Path | None = None,
 ) -> tuple[Path, CapacityRecord]:
-    """The search on a running engine (its plugin installs the configuration's strategies); the record is
+    """The search on a running engine: the reference's, its plugin able to install the configuration's strategies,
+    which are switched in place; or, where the configuration changes engine arguments or vLLM variables, the
+    reference's engine, from which restart pairs start every other (:mod:`tuner.capacity.restart`). The record is
     rewritten after every level and kept, marked interrupted, on Ctrl-C."""
     knob = _checked(experiment, configuration, against)
     settings = experiment.capacity or CapacitySearch()
     start = _given_start(experiment, knob)
     path = capacity_path(experiment.output_dir, experiment.name)
-    arms = {"reference": {}, "configuration": configuration.strategies}
+    arms = arms_of(experiment, configuration)
     prepared = prepare(experiment, bench.session.vocab_size())  # read and built once, re-timed at every load
     first = Workbench(bench.session, at_load(experiment, knob, start), prepared)  # the start load's send times
     predicted = None
     if settings.start == "auto" and knob is not LoadKnob.CONCURRENCY:
+        first.switch(arms["reference"])
         predicted = _saturated_start(first, start, settings, feedback)
         start = predicted["start"]
         first = Workbench(bench.session, at_load(experiment, knob, start), prepared)
     slo = CapacitySlo.of(experiment)
     record = _new_record(experiment, configuration, against, knob, settings, start, first.workload, slo)
     record["search"]["start_auto"] = predicted
-    search = KneeSearch(bench, experiment, knob, settings, slo, arms, record, path, feedback)
+    search = (
+        RestartSearch(
+            bench, experiment, knob, settings, slo, arms, record, path, feedback, engines=_engines(arms, configuration)
+        )
+        if _restarts(configuration)
+        else KneeSearch(bench, experiment, knob, settings, slo, arms, record, path, feedback)
+    )
     search.prepared(experiment.workload.seed, prepared)
     try:
         search.run(start, max(first.offsets))
@@ -127,24 +139,37 @@ def _saturated_start(first: Workbench, load: float, settings: CapacitySearch, fe
     return {"load": load, "span_s": span, "all_at_once_s": wall, "predicted": predicted, "start": start}
 
 
+def arms_of(experiment: Experiment, configuration: StartConfig) -> dict[str, StrategySet]:
+    """Each arm's strategies: ``capacity.in_both_arms`` in both, the configuration's own on top of them."""
+    both = (experiment.capacity or CapacitySearch()).in_both_arms
+    return {"reference": dict(both), "configuration": {**both, **configuration.strategies}}
+
+
+def _restarts(configuration: StartConfig) -> bool:
+    """Whether the configuration needs an engine of its own (restart pairs)."""
+    return bool(configuration.engine or configuration.env)
+
+
+def _engines(arms: dict[str, StrategySet], configuration: StartConfig) -> dict[str, StartConfig]:
+    """Each arm's engine start: the reference's strategies; the configuration's, engine args and variables."""
+    return {
+        "reference": StartConfig(strategies=arms["reference"]),
+        "configuration": StartConfig(configuration.engine, configuration.env, arms["configuration"]),
+    }
+
+
 def _checked(experiment: Experiment, configuration: StartConfig, against: Path | None) -> LoadKnob:
     """The load knob, once the experiment and the configuration can be compared this way (else UserError)."""
     problems = check_capacity(experiment, None)
     if problems:
         raise UserError(experiment.name, problems)
     source = str(against) if against else experiment.name
-    if configuration.engine or configuration.env:
-        moved = sorted(configuration.engine) + sorted(configuration.env)
+    if not (configuration.strategies or _restarts(configuration)):
         raise UserError.single(
             source,
-            f"capacity compares strategies switched in place on one engine; {', '.join(moved)} would need an "
-            "engine of its own per arm (restart pairs), which tuner capacity does not run: compare those with "
-            "`tuner sweep` or `tuner run`",
-            "engine/env",
-        )
-    if not configuration.strategies:
-        raise UserError.single(
-            source, "no configuration to compare: give --against a winner.yaml, or strategies:", "strategies"
+            "no configuration to compare: give --against a winner.yaml, or strategies: (or capacity.engine, "
+            "capacity.env)",
+            "strategies",
         )
     if problems := check_strategies(configuration.strategies, None):
         raise UserError(source, problems)
@@ -163,6 +188,7 @@ def _new_record(
     workload: WorkloadRecord,
     slo: CapacitySlo,
 ) -> CapacityRecord:
+    arms, restarts = arms_of(experiment, configuration), _restarts(configuration)
     search: SearchRecord = {
         "knob": knob.value,
         "unit": knob.unit,
@@ -175,10 +201,11 @@ def _new_record(
         "spent_s": 0.0,
         "stop": None,
         "forecast": [],
-        "contention": settings.contention.model_dump() if settings.contention else None,
+        "contention": settings.contention.model_dump() if settings.contention and not restarts else None,
         "unloadable_from": None,
         "oversaturated": {"loads": 0, "rounds": 0, "saved_s": 0.0},
         "start_auto": None,
+        "restarts": [] if restarts else None,
     }
     checks, tiers = slo.records()
     return {
@@ -191,8 +218,12 @@ def _new_record(
         "target": next(iter(slo.tiers.values()))[0].least,
         "checks": checks,
         "tiers": tiers,
-        "reference": {"strategies": {}},
-        "configuration": {"strategies": configuration.strategies},
+        "reference": {"strategies": arms["reference"], "engine": {}, "env": {}},
+        "configuration": {
+            "strategies": arms["configuration"],
+            "engine": configuration.engine,
+            "env": configuration.env,
+        },
         "against": str(against) if against else None,
         "search": search,
         "levels": [],

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tuner.capacity.levels import MeasuredLevel, measure_level
 from tuner.capacity.load import at_load, unloadable, unloadable_words
-from tuner.capacity.planner import KneePlanner
+from tuner.capacity.planner import KneePlanner, forecast
 from tuner.capacity.slo import CapacitySlo
 from tuner.config import CapacitySearch, Experiment, LoadKnob
 from tuner.feedback import Feedback, task
@@ -55,22 +55,7 @@ class KneeSearch:
         (measured from then on)."""
         self._walls[start] = span_s + 1.0
         settings = self.settings
-        first, *others = self.slo.tiers.values()
-        search = KneePlanner(
-            start,
-            first,
-            tiers=tuple(others),
-            budget=settings.budget_s,
-            growth=settings.growth,
-            rounds=settings.rounds,
-            resolution=settings.resolution,
-            precision=settings.precision,
-            min_load=settings.min_load,
-            max_load=settings.max_load,
-            integer=self.knob is LoadKnob.CONCURRENCY,
-            run_cost=self._run_seconds,
-            max_rounds=settings.max_rounds,
-        )
+        search = self._planner(start, settings.budget_s)
         self._say_forecast(search, bracketed=False)
         seeds: dict[float, int] = {}
         while (probe := search.next_probe()) is not None:
@@ -105,6 +90,26 @@ class KneeSearch:
             if bracketing and search.phase == "grid":
                 self._say_forecast(search, bracketed=True)
         self.record["search"]["stop"] = search.stop_reason
+
+    def _planner(self, start: float, budget: float) -> KneePlanner:
+        """The planner of this search's settings and tiers, from ``start``, with ``budget`` engine-s for runs."""
+        settings = self.settings
+        first, *others = self.slo.tiers.values()
+        return KneePlanner(
+            start,
+            first,
+            tiers=tuple(others),
+            budget=budget,
+            growth=settings.growth,
+            rounds=settings.rounds,
+            resolution=settings.resolution,
+            precision=settings.precision,
+            min_load=settings.min_load,
+            max_load=settings.max_load,
+            integer=self.knob is LoadKnob.CONCURRENCY,
+            run_cost=self._run_seconds,
+            max_rounds=settings.max_rounds,
+        )
 
     def _merge_level(self, levels: tuple[LevelResult, ...], measured: MeasuredLevel) -> None:
         """The level's entry with these rounds added: each check's and each tier's attainment, and the paired
@@ -201,20 +206,20 @@ class KneeSearch:
     def _say_forecast(self, search: KneePlanner, *, bracketed: bool) -> None:
         """What the budget can resolve: said before the run (the grid guessed around the start, no noise known) and
         once the knee is bracketed (the grid as it is, the noise of the rounds so far)."""
-        forecast = search.forecast()
-        loads = f"{len(forecast.grid)} loads from {min(forecast.grid):.4g} to {max(forecast.grid):.4g}"
-        if math.isfinite(forecast.precision):
-            low, high = (f"{100 * x:.1f}%" if math.isfinite(x) else "unbounded" for x in forecast.precision_range)
-            expected = (
-                f"the capacity ratio's 95% CI is expected within +-{100 * forecast.precision:.1f}% "
+        expected = forecast(search)
+        loads = f"{len(expected.grid)} loads from {min(expected.grid):.4g} to {max(expected.grid):.4g}"
+        if math.isfinite(expected.precision):
+            low, high = (f"{100 * x:.1f}%" if math.isfinite(x) else "unbounded" for x in expected.precision_range)
+            words = (
+                f"the capacity ratio's 95% CI is expected within +-{100 * expected.precision:.1f}% "
                 f"(+-{low} to +-{high} as the noise may stand)"
             )
         else:
-            expected = "its precision is stated once the rounds so far have a spread"
+            words = "its precision is stated once the rounds so far have a spread"
         when = "knee bracketed" if bracketed else "before the first run, the grid guessed around the start"
         line = (
             f"capacity budget {search.budget:g} engine-s ({when}): {search.budget - search.spent:.0f} s left buy "
-            f"~{forecast.rounds} rounds at each of {loads}; {expected} (asked: +-{100 * search.precision:.1f}%)"
+            f"~{expected.rounds} rounds at each of {loads}; {words} (asked: +-{100 * search.precision:.1f}%)"
         )
         self.record["search"]["forecast"].append(line)
         self.feedback.note(line)

@@ -18,9 +18,12 @@ MAX_WINNER_BYTES = 1 << 20
 
 def configuration_from(experiment: Experiment, against: Path | None) -> StartConfig:
     """``against`` (a winner file: ``strategies``, ``engine``, ``env``) or, without it, the experiment's
-    ``strategies:``; a file that is not one is refused with what is wrong."""
+    ``strategies:`` with ``capacity.engine`` and ``capacity.env``; a file that is not one is refused with what is
+    wrong."""
     if against is None:
-        return StartConfig(strategies=dict(experiment.strategies))
+        settings = experiment.capacity
+        engine, env = (dict(settings.engine), dict(settings.env)) if settings else ({}, {})
+        return StartConfig(engine=engine, env=env, strategies=dict(experiment.strategies))
     try:
         data: Any = yaml.safe_load(read_regular(against, MAX_WINNER_BYTES).decode("utf-8"))
     except OSError as exc:

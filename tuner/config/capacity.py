@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -100,6 +100,18 @@ class CapacitySearch(BaseModel):
         0.05, gt=0, le=1, description="stop once the capacity ratio's CI half-width (log scale) is at most this"
     )
     budget_s: float = Field(900, gt=0, le=7 * 24 * 3600, description="engine seconds the search may spend")
+    engine: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the configuration's engine arguments on top of engine: (an engine per arm: restart pairs)",
+    )
+    env: dict[str, Any] = Field(
+        default_factory=dict, description="the configuration's vLLM variables on top of env: (restart pairs)"
+    )
+    in_both_arms: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="strategies in force in both arms, the configuration's own on top: a setting of the host's, not "
+        "what is compared (e.g. shm_spin_window where the server and the engine's processes outnumber the CPUs)",
+    )
     contention: Contention | None = Field(
         Contention(), description="run a round again once when other work took CPUs from one of its runs; null: never"
     )

@@ -67,7 +67,8 @@ def check_engine_configs(experiment: Experiment, root: yaml.Node | None) -> list
 
 
 def check_capacity(experiment: Experiment, root: yaml.Node | None) -> list[Problem]:
-    """What ``tuner capacity`` needs of an experiment: a load knob the workload has, and an SLO to meet."""
+    """What ``tuner capacity`` needs of an experiment: a load knob the workload has, an SLO to meet, strategies in
+    both arms that exist, and the configuration's engine args and vLLM variables as vLLM takes them."""
     problems = []
     try:
         experiment.load_knob()
@@ -82,6 +83,10 @@ def check_capacity(experiment: Experiment, root: yaml.Node | None) -> list[Probl
             "capacity is the largest load meeting the SLO: set a target (ttft_ms, tpot_ms or e2e_ms), or capacity.tiers"
         )
         problems.append(Problem(message, "measure.slo", node_line(root, where)))
+    if (capacity := experiment.capacity) is not None:
+        problems += check_strategies(capacity.in_both_arms, root, ("capacity", "in_both_arms"))
+        problems += engine_arg_problems(capacity.engine, root, ("capacity", "engine"))
+        problems += check_env(capacity.env, root, ("capacity", "env"))
     return problems
 
 
@@ -141,21 +146,7 @@ def check_dataset(experiment: Experiment, root: yaml.Node | None) -> list[Proble
 
 def check_engine_args(engine: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
     """Engine args must be ``EngineArgs`` fields, and a local model dir must hold a ``config.json``."""
-    from tuner.vllm import (
-        engine_arg_names,  # imports vLLM lazily (and says which extra is missing)
-        value_problem,
-    )
-
-    problems = []
-    known = engine_arg_names()
-    for key, value in engine.items():
-        line = node_line(root, ("engine", key))
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            problems.append(Problem(f"not a vLLM engine argument{hint}", f"engine.{key}", line))
-        elif key != "model" and (refused := value_problem(key, value)):
-            problems.append(Problem(f"vLLM refuses {value!r}: {refused}", f"engine.{key}", line))
+    problems = engine_arg_problems(engine, root)
     model = engine.get("model")
     expected = "a builtin:NAME, a local model directory or a hub id"
     if model is None or model == "":
@@ -166,6 +157,29 @@ def check_engine_args(engine: dict[str, Any], root: yaml.Node | None) -> list[Pr
         problem = _check_model(model)
     if problem:
         problems.append(Problem(problem, "engine.model", node_line(root, ("engine", "model"))))
+    return problems
+
+
+def engine_arg_problems(
+    engine: dict[str, Any], root: yaml.Node | None, at: tuple[str, ...] = ("engine",)
+) -> list[Problem]:
+    """Each engine arg (the mapping at key path ``at``) must be an ``EngineArgs`` field with a value vLLM takes
+    (``model`` is :func:`check_engine_args`'s to check)."""
+    from tuner.vllm import (
+        engine_arg_names,  # imports vLLM lazily (and says which extra is missing)
+        value_problem,
+    )
+
+    problems = []
+    known = engine_arg_names()
+    for key, value in engine.items():
+        line, name = node_line(root, (*at, key)), ".".join((*at, key))
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            problems.append(Problem(f"not a vLLM engine argument{hint}", name, line))
+        elif key != "model" and (refused := value_problem(key, value)):
+            problems.append(Problem(f"vLLM refuses {value!r}: {refused}", name, line))
     return problems
 
 
@@ -233,36 +247,39 @@ def check_lengths(experiment: Experiment, root: yaml.Node | None) -> list[Proble
     ]
 
 
-def check_strategies(strategies: dict[str, dict[str, Any]], root: yaml.Node | None) -> list[Problem]:
-    """Each strategy must exist, apply to the installed vLLM, and have valid parameters."""
+def check_strategies(
+    strategies: dict[str, dict[str, Any]], root: yaml.Node | None, at: tuple[str, ...] = ("strategies",)
+) -> list[Problem]:
+    """Each strategy (the mapping at key path ``at``) must exist, apply to the installed vLLM, and have valid
+    parameters."""
     from strategies import strategy_classes
 
     problems = []
     classes = strategy_classes()
     for name, params in strategies.items():
-        line = node_line(root, ("strategies", name))
+        line, key = node_line(root, (*at, name)), ".".join((*at, name))
         cls = classes.get(name)
         if cls is None:
-            problems.append(Problem(f"unknown strategy (known: {', '.join(classes)})", f"strategies.{name}", line))
+            problems.append(Problem(f"unknown strategy (known: {', '.join(classes)})", key, line))
             continue
         verdict = cls().applicable()
         if not verdict.ok:
-            reason = f"does not apply to the installed vLLM: {verdict.reason}"
-            problems.append(Problem(reason, f"strategies.{name}", line))
+            problems.append(Problem(f"does not apply to the installed vLLM: {verdict.reason}", key, line))
             continue
         try:
             cls.resolve_params(params)
         except ValueError as exc:
-            problems.append(Problem(str(exc), f"strategies.{name}", line))
+            problems.append(Problem(str(exc), key, line))
     return problems
 
 
-def check_env(env: dict[str, Any], root: yaml.Node | None) -> list[Problem]:
-    """``env:`` names must be variables of the installed vLLM and their values ones vLLM's parser reads."""
+def check_env(env: dict[str, Any], root: yaml.Node | None, at: tuple[str, ...] = ("env",)) -> list[Problem]:
+    """``env:`` names (the mapping at key path ``at``) must be variables of the installed vLLM and their values ones
+    vLLM's parser reads."""
     from tuner.vllm import env_problem
 
     return [
-        Problem(why, f"env.{name}", node_line(root, ("env", name)))
+        Problem(why, ".".join((*at, name)), node_line(root, (*at, name)))
         for name, value in env.items()
         if (why := env_problem(name, value))
     ]

@@ -140,7 +140,10 @@ class EngineSession(ABC):
         the engine does not allow it."""
 
     def close(self) -> None:
-        """Stop the engine, then make sure none of its processes is left (also after a crash)."""
+        """Stop the engine, then make sure none of its processes is left (also after a crash); once closed, again
+        does nothing (a capacity search by restart pairs closes the engine it was given before its caller does)."""
+        if self.stop_s is not None:
+            return
         self._closing.set()
         started = time.perf_counter()
         try:

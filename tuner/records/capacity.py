@@ -12,7 +12,7 @@ from typing import Any, Literal, TypedDict, cast
 
 from tuner.metrics import HostRecord
 from tuner.records.files import read_schema_json, write_json
-from tuner.records.json_values import StrategyParams
+from tuner.records.json_values import JsonObject, StrategyParams
 from tuner.records.upgrade import upgrade_capacity
 from tuner.stats import AttainmentDifferenceRecord, CapacityEstimateRecord
 from tuner.traffic import WorkloadRecord
@@ -25,9 +25,21 @@ ARMS = ("reference", "configuration")
 
 
 class ArmRecord(TypedDict):
-    """What one arm runs: vLLM as installed with the experiment's engine (the reference), or a configuration."""
+    """What one arm runs: vLLM as installed with the experiment's engine (the reference), or a configuration: its
+    strategies, and the engine arguments and vLLM variables it changes (an engine of its own: restart pairs)."""
 
     strategies: StrategyParams
+    engine: JsonObject  # engine-arg overrides on top of the experiment's
+    env: JsonObject  # vLLM environment variable overrides
+
+
+class EngineRestart(TypedDict):
+    """One engine start of a search by restart pairs (:mod:`tuner.capacity.restart`)."""
+
+    arm: str
+    tag: int  # the pass it ran (0: the ladder)
+    start_s: float  # its start, warm-up included
+    stop_s: float | None  # its stop; None while it runs
 
 
 CheckMetric = Literal["slo", "ttft_ms", "tpot_ms", "e2e_ms", "completed"]
@@ -117,6 +129,7 @@ class SearchRecord(TypedDict):
     start_auto: AutoStart | None  # how capacity.start: auto placed the first probe; None: not asked for
     oversaturated: dict[str, float]  # loads whose rounds stopped early, both arms over-saturated and missing every
     # tier: loads, rounds (not run) and saved_s (their expected engine seconds)
+    restarts: list[EngineRestart] | None  # restart pairs: every engine start; None: the arms switched in place
 
 
 class ContentionRecord(TypedDict):

@@ -211,13 +211,18 @@ def upgrade_capacity(capacity: dict[str, Any]) -> None:
     (added on 2026-11-29) is None where the search did not sample the host's load; ``contention`` and the search's
     ``contention`` (added the same day) are None, and each level's ``set_aside`` empty, where no round was run again
     after other work took the host; the search's ``unloadable_from`` and ``start_auto`` (also that day) are None and
-    its ``oversaturated`` counts none."""
+    its ``oversaturated`` counts none; the search's ``restarts`` (added on 2026-11-30) is None and each arm changes no
+    engine argument or variable (the arms were switched in place)."""
     capacity.setdefault("host", None)
     capacity.setdefault("contention", None)
     capacity.get("search", {}).setdefault("contention", None)
     capacity.get("search", {}).setdefault("unloadable_from", None)
     capacity.get("search", {}).setdefault("start_auto", None)
     capacity.get("search", {}).setdefault("oversaturated", {"loads": 0, "rounds": 0, "saved_s": 0.0})
+    capacity.get("search", {}).setdefault("restarts", None)
+    for arm in ("reference", "configuration"):
+        capacity.get(arm, {}).setdefault("engine", {})
+        capacity.get(arm, {}).setdefault("env", {})
     for level in capacity.get("levels", []):
         level.setdefault("set_aside", {arm: [] for arm in level.get("runs", {})})
     upgrade_workload(capacity.get("workload"))

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from matplotlib import ticker
 from matplotlib.axes import Axes
@@ -178,22 +180,54 @@ def _skipped(search: SearchRecord) -> str:
     )
 
 
+def _arms_words(record: CapacityRecord) -> list[str]:
+    """What each arm runs: the configuration's own strategies, engine args and variables; the reference's
+    strategies in both arms; and whether they shared one engine or ran by restart pairs."""
+    both, configuration = record["reference"]["strategies"], record["configuration"]
+    own = {name: params for name, params in configuration["strategies"].items() if both.get(name) != params}
+    changes = [_strategies_words(own)] if own else []
+    changes += [f"`{key}`: {value!r}" for key, value in {**configuration["engine"], **configuration["env"]}.items()]
+    engines = (
+        "by restart pairs, an engine per arm and pass"
+        if record["search"]["restarts"] is not None
+        else ("on the same engine")
+    )
+    return [
+        f"configuration: {', '.join(changes) or 'the reference'}"
+        + (f" (from `{record['against']}`)" if record["against"] else ""),
+        f"reference: vLLM {record['vllm']} as installed"
+        + (f", with {_strategies_words(both)} in both arms" if both else "")
+        + f", {engines} ({record['mode']} mode)",
+    ]
+
+
+def _restarts(search: SearchRecord) -> str:
+    """The engine starts of restart pairs and the time they took, where the arms ran so."""
+    starts = search["restarts"]
+    if not starts:
+        return ""
+    took = sum(r["start_s"] + (r["stop_s"] or 0.0) for r in starts)
+    return f"; {len(starts)} engine starts and stops took {took:.0f} s of it ({took / len(starts):.0f} s each)"
+
+
+def _strategies_words(strategies: Mapping[str, Mapping[str, Any]]) -> str:
+    return ", ".join(f"`{name}` {params or ''}" for name, params in strategies.items())
+
+
 def capacity_doc(record: CapacityRecord, plot: Path) -> Doc:
     """The report's document: the sentence, the search, each level and the plot."""
     search = record["search"]
     doc = Doc(f"Capacity: {record['experiment']}")
     doc.p(f"**{record['summary']}.**")
-    chosen = record["configuration"]["strategies"]
-    configuration = ", ".join(f"`{name}` {params or ''}" for name, params in chosen.items())
     doc.bullets(
         [
-            f"configuration: {configuration}" + (f" (from `{record['against']}`)" if record["against"] else ""),
-            f"reference: vLLM {record['vllm']} as installed, on the same engine ({record['mode']} mode)",
+            *_arms_words(record),
             f"load: {search['knob']} ({search['unit']}), bracketed from {search['start']:.4g} by x{search['growth']:g} "
             f"({search['rounds']} rounds a load), then a grid at most x{search['resolution']:g} apart, a round per "
             "load and pass",
             f"spent {search['spent_s']:.0f} of {search['budget_s']:.0f} engine seconds; stopped: {search['stop']}"
-            + _skipped(search),
+            + _skipped(search)
+            + _restarts(search),
             f"created {record['created']}; method: {record['estimate']['method'] if record['estimate'] else '-'}",
         ]
     )

@@ -1,0 +1,118 @@
+"""Capacity by restart pairs (``tuner.capacity.restart``) on a simulated engine: which engines start in which order,
+what the budget holds, and the ratio found (the CPU engine's max_num_seqs 8 against 32:
+``tests/engine/test_capacity_engine.py``)."""
+
+from __future__ import annotations
+
+import math
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import support
+from tuner.capacity import restart
+from tuner.capacity.run import capacity_on
+from tuner.capacity.slo import CapacitySlo
+from tuner.config import StartConfig
+from tuner.errors import UserError
+from tuner.measure import Workbench
+
+KNEES = {8: 10.0, 32: 25.0}
+"""The simulated engine's capacity (requests/s) at each max_num_seqs."""
+
+
+class _Session:
+    """A started engine as the search reads it: its arm (by max_num_seqs), start and stop times."""
+
+    def __init__(self, seqs: int, start_s: float) -> None:
+        self.seqs, self.start_s, self.stop_s = seqs, start_s, None
+
+    def vocab_size(self) -> int:
+        return 1000
+
+    def close(self) -> None:
+        self.stop_s = self.stop_s or 2.0
+
+
+class _Engines:
+    """Workbench.start for the search: a simulated engine per start, each start kept in order."""
+
+    def __init__(self, experiment: Any, start_s: float) -> None:
+        self.experiment, self.start_s = experiment, start_s
+        self.started: list[int] = []
+
+    def start(self, experiment: Any, spec: str, engine: dict[str, Any], env: dict[str, Any]) -> Workbench:
+        self.started.append(engine["max_num_seqs"])
+        return Workbench(_Session(engine["max_num_seqs"], self.start_s), experiment)  # type: ignore[arg-type]
+
+
+def _run(at: Workbench, slo: CapacitySlo, label: str, feedback: Any, position: int = 0) -> Any:
+    """A run on the simulated engine: every request meets the TTFT target below the knee, 40% of them above it."""
+    seqs: int = at.session.seqs  # type: ignore[attr-defined]
+    load, count = at.experiment.workload.rate, len(at.requests)
+    met = count if load <= KNEES[seqs] else int(0.4 * count)
+    flags = [[index < met for index in range(count)]]
+    return flags, {"attainment": met / count, "wall_s": 1.0, "host_busy": 0.5, "tree_cpus": 1.0,
+                   "other_cpus": 0.0, "position": 0.0, "pause_s": 0.0}  # fmt: skip
+
+
+def _search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget_s: float, start_s: float) -> tuple[Any, list[int]]:
+    engine = {**support.STREAMING_ENGINE, "max_num_seqs": 8}
+    exp = support.experiment(
+        "restart",
+        tmp_path,
+        engine=engine,
+        workload={"num_prompts": 20, "rate": 8.0},
+        measure={"slo": {"ttft_ms": 100}, "warmup_prompts": 0},
+        capacity={"attainment": 0.9, "budget_s": budget_s, "resolution": 1.25, "engine": {"max_num_seqs": 32}},
+    )
+    engines = _Engines(exp, start_s)
+    monkeypatch.setattr(restart, "Workbench", types.SimpleNamespace(start=engines.start))
+    monkeypatch.setattr(restart, "arm_run", _run)
+    first = Workbench(_Session(8, start_s), exp)  # type: ignore[arg-type]
+    _, record = capacity_on(first, exp, StartConfig(engine={"max_num_seqs": 32}))
+    return record, [8, *engines.started]
+
+
+def test_each_pass_starts_both_engines_once_and_the_ratio_is_the_knees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ladder: the reference's engine (8 seqs) climbs from 8 to 16 requests/s, where it misses, and halves the
+    bracket to 9.51-11.31; the configuration's (32 seqs) replays those loads, climbs to 32 and halves to 22.63-26.91;
+    the reference's engine starts again for the three loads it lacks. Then each grid pass starts both engines, the
+    reference's first in odd passes. The knees, 10 and 25 requests/s, give a ratio of 2.5, found within the grid's
+    resolution."""
+    record, started = _search(tmp_path, monkeypatch, budget_s=600, start_s=5.0)
+    search = record["search"]
+    assert started[:3] == [8, 32, 8]
+    grid = started[3:]
+    assert grid and len(grid) % 2 == 0
+    assert grid == [seqs for tag in range(1, len(grid) // 2 + 1) for seqs in ((8, 32) if tag % 2 else (32, 8))]
+    assert [r["tag"] for r in search["restarts"]] == [0, 0, 0, *(t for t in range(1, len(grid) // 2 + 1) for _ in "ab")]
+    assert all(r["start_s"] == 5.0 and r["stop_s"] == 2.0 for r in search["restarts"])
+    assert search["spent_s"] >= 7.0 * len(started) and search["spent_s"] <= 600
+    assert search["contention"] is None and record["configuration"]["engine"] == {"max_num_seqs": 32}
+    estimate = record["estimate"]
+    assert estimate["capacity_a"]["bound"] == estimate["capacity_b"]["bound"] == "exact"
+    assert 10.0 / 1.25 <= estimate["capacity_a"]["load"] <= 10.0 * 1.25
+    assert 25.0 / 1.25 <= estimate["capacity_b"]["load"] <= 25.0 * 1.25
+    assert estimate["ci_low"] > 1 and 2.5 / 1.25**2 <= estimate["ratio"] <= 2.5 * 1.25**2
+    assert search["stop"] in {"planned", "budget"}
+
+
+def test_a_budget_that_cannot_hold_four_engine_starts_is_refused_with_the_arithmetic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(UserError) as refused:
+        _search(tmp_path, monkeypatch, budget_s=100, start_s=30.0)
+    assert "4 x 30 = 120 s, more than the budget of 100 engine-s" in str(refused.value)
+
+
+def test_a_pass_the_rest_of_the_budget_cannot_hold_is_not_begun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record, started = _search(tmp_path, monkeypatch, budget_s=70, start_s=10.0)
+    assert record["search"]["stop"] == "budget" and record["search"]["spent_s"] <= 140
+    assert len(started) % 2 == 1 and math.isfinite(record["search"]["spent_s"])  # the ladder's 3, whole passes
