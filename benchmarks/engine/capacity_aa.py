@@ -2,7 +2,7 @@
 (its CI must lie below 1), each a whole search through the command's own code on one streaming engine.
 
     python -m benchmarks.engine.capacity_aa [--mode engine|serve] [--aa 5] [--slow 2] [--rerun on|off]
-        [--contention PERIOD,BURST] [--out FILE]
+        [--contention PERIOD,BURST] [--spin-window S] [--out FILE]
 
 The A/A configuration is ``known_delay`` with no delay: every engine process switches between the arms as in a real
 comparison, and nothing differs. The slowdown is a 5 ms wait before every batch the worker executes. The workload is
@@ -13,11 +13,18 @@ this host), as ``mode: serve`` does. Each row keeps the host's load over its run
 were saturated per arm, and the closing note) and the rounds run again after other work took the host (``rerun``;
 ``--rerun off``: never, ``capacity.contention: null``). ``--contention 6,0.4`` adds other work: on every CPU a
 process outside the tool's tree spins for 0.4 s at exponential intervals of mean 6 s, all at once.
+``--spin-window 0.01`` sets every engine process's shared-memory spin window to 10 ms in both arms
+(``capacity.in_both_arms``): where client, API server, EngineCore and worker outnumber the CPUs, vLLM's 1 s window
+starves the server (docs/capacity.md, "Served on a small host").
+
+The file keeps a series per mode (``series``: ``offline`` or ``serve``, each with its command); a run replaces its
+own mode's and keeps the other's. Every search is a row of ``searches``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -44,7 +51,9 @@ ENGINE = {
 ARMS: dict[str, StrategySet] = {"aa": {"known_delay": {}}, "slow": {"known_delay": {"worker_ms": 5.0}}}
 
 
-def experiment(seed: int, out: Path, budget_s: float, mode: str, rerun: bool = True) -> Experiment:
+def experiment(
+    seed: int, out: Path, budget_s: float, mode: str, rerun: bool = True, spin_window_s: float | None = None
+) -> Experiment:
     return Experiment.model_validate(
         {
             "name": f"capacity-aa-{seed}",
@@ -65,10 +74,15 @@ def experiment(seed: int, out: Path, budget_s: float, mode: str, rerun: bool = T
                 "min_load": 2,
                 "max_load": 1024,
                 **({} if rerun else {"contention": None}),
+                **({} if spin_window_s is None else {"in_both_arms": _spin(spin_window_s)}),
             },
             "output_dir": str(out),
         }
     )
+
+
+def _spin(window_s: float) -> StrategySet:
+    return {"shm_spin_window": {"window_s": window_s}}
 
 
 def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
@@ -79,7 +93,8 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
     arms = (estimate["capacity_a"], estimate["capacity_b"]) if estimate else ()
     row = {
         "kind": kind,
-        "mode": exp.mode,
+        "mode": MODES[exp.mode],
+        "in_both_arms": exp.capacity.in_both_arms if exp.capacity else {},
         "seed": exp.workload.seed,
         "ratio": estimate["ratio"] if estimate else None,
         "ci": [low, high],
@@ -103,26 +118,44 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
     return row
 
 
-def summary(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
-    """The series so far: coverage, the A/A estimates' SD beside their CIs' mean half-width, and every search."""
+MODES = {"engine": "offline", "serve": "serve"}
+"""A row's ``mode``: in-process (the experiment's ``mode: engine``) or served."""
+
+
+def series(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """One mode's series so far: coverage, and the A/A estimates' SD beside their CIs' mean half-width."""
     aa = [r for r in rows if r["kind"] == "aa"]
     slow = [r for r in rows if r["kind"] == "slow"]
     estimates = [r["ratio"] for r in aa if r["ratio"] is not None]
     half_widths = [(r["ci"][1] - r["ci"][0]) / 2 for r in aa if None not in r["ci"]]
+    sd = statistics.stdev(estimates) if len(estimates) > 1 else None
+    mean_half_width = statistics.fmean(half_widths) if half_widths else None
     return {
         "command": (
             f"python -m benchmarks.engine.capacity_aa --mode {args.mode} --aa {args.aa} --slow {args.slow} "
             f"--budget-s {args.budget_s:g} --rerun {args.rerun}"
             + (f" --contention {args.contention}" if args.contention else "")
+            + (f" --spin-window {args.spin_window:g}" if args.spin_window is not None else "")
             + f" --out {args.out}"
         ),
         "environment": environment_record(),
         "aa_covering_1": f"{sum(r['covers_1'] for r in aa)} of {len(aa)}",
+        "aa_closed": f"{len(half_widths)} of {len(aa)}",
         "slow_below_1": f"{sum(r['below_1'] for r in slow)} of {len(slow)}",
+        "aa_sd": sd,
+        "aa_mean_half_width": mean_half_width,
         # a calibrated 95% CI's half-width is ~2 SDs of the estimates it comes from
-        "aa_sd": statistics.stdev(estimates) if len(estimates) > 1 else None,
-        "aa_mean_half_width": statistics.fmean(half_widths) if half_widths else None,
-        "searches": rows,
+        "half_width_over_sd": mean_half_width / sd if mean_half_width and sd else None,
+    }
+
+
+def summary(rows: list[dict[str, Any]], args: argparse.Namespace, kept: dict[str, Any]) -> dict[str, Any]:
+    """The file: this mode's series beside the other modes' ``kept`` from it, and every search of them all."""
+    mode = MODES[args.mode]
+    others = [row for row in kept.get("searches", []) if row["mode"] != mode]
+    return {
+        "series": {**{m: s for m, s in kept.get("series", {}).items() if m != mode}, mode: series(rows, args)},
+        "searches": others + rows,
     }
 
 
@@ -164,25 +197,32 @@ def main() -> None:
     parser.add_argument(
         "--contention", metavar="PERIOD,BURST", help="other work on every CPU: BURST s at mean intervals of PERIOD s"
     )
+    parser.add_argument(
+        "--spin-window", type=float, metavar="S", help="every engine process's shm spin window, in both arms (vLLM: 1)"
+    )
     args = parser.parse_args()
     scratch = Path("results/benchmarks/capacity-aa")
     serve = experiment(0, scratch, args.budget_s, args.mode).serving
+    both = {} if args.spin_window is None else _spin(args.spin_window)
     session = open_session(
-        {**ENGINE, "enable_prefix_caching": True}, encode_spec({}, ["known_delay"]), streaming=True, serve=serve
+        {**ENGINE, "enable_prefix_caching": True}, encode_spec(both, ["known_delay"]), streaming=True, serve=serve
     )
+    kept = json.loads(args.out.read_text()) if args.out.exists() else {}  # the other modes' series stay
     rows: list[dict[str, Any]] = []
     stop = scratch / "stop-contention"
     scratch.mkdir(parents=True, exist_ok=True)
     contention(args.contention, stop)
     try:
         for index, kind in enumerate(["aa"] * args.aa + ["slow"] * args.slow):
-            exp = experiment(100 + index, scratch / f"search-{index}", args.budget_s, args.mode, args.rerun == "on")
+            exp = experiment(
+                100 + index, scratch / f"search-{index}", args.budget_s, args.mode, args.rerun == "on", args.spin_window
+            )
             rows.append(search(Workbench(session, exp), exp, kind))
-            write_json(args.out, summary(rows, args))  # after every search: an interrupted series keeps what it has
+            write_json(args.out, summary(rows, args, kept))  # after every search: an interrupted series keeps it
     finally:
         stop.touch()
         session.close()
-    result = summary(rows, args)
+    result = series(rows, args)
     print(f"A/A CIs covering 1: {result['aa_covering_1']}; slowdowns found below 1: {result['slow_below_1']}")
     print(f"wrote {args.out}")
 

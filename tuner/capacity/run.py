@@ -236,10 +236,13 @@ def _new_record(
 
 
 SERVED_ON_A_SATURATED_HOST = (
-    "Served searches with saturated runs were unsound on a 2-core host: over 20 A/A searches the estimates spread "
-    "by 37% (SD) with their intervals open, and a known slowdown was estimated 1.6 and 7.1 times faster "
-    "(results/reference/capacity-aa-serve-cpu.json); do not act on this ratio before it holds on a host with CPUs "
-    "to spare (in-process searches on the same host found that slowdown in every search)."
+    "Served searches with saturated runs were unsound on a 2-core host, where vLLM's processes spin for 1 s after "
+    "each message they read (its default) and starve the API server: over 20 A/A searches the estimates spread by "
+    "37% (SD) with their intervals open, and a known slowdown was estimated 1.6 and 7.1 times faster "
+    "(results/reference/capacity-aa-serve-cpu.json). With a 10 ms window in both arms (capacity.in_both_arms: "
+    "{shm_spin_window: {window_s: 0.01}}) no run was saturated, 20 of 20 A/A intervals covered 1 and that slowdown "
+    "came out slower in both searches (results/reference/capacity-aa-cpu.json). Do not act on this ratio: measure "
+    "on a host with CPUs to spare, or with that setting."
 )
 """What a served search with saturated runs adds to its sentence: the evidence that such searches misled here."""
 
