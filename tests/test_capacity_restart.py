@@ -100,6 +100,9 @@ def test_each_pass_starts_both_engines_once_and_the_ratio_is_the_knees(
     assert 25.0 / 1.25 <= estimate["capacity_b"]["load"] <= 25.0 * 1.25
     assert estimate["ci_low"] > 1 and 2.5 / 1.25**2 <= estimate["ratio"] <= 2.5 * 1.25**2
     assert search["stop"] in {"planned", "budget"}
+    (said,) = search["forecast"]
+    assert said.startswith("capacity budget 600 engine-s (restart pairs, ladder done): ")
+    assert "left buy ~28 grid passes of 4 loads from 9.514 to 26.91, ~21 engine-s each" in said
 
 
 def test_a_budget_that_cannot_hold_four_engine_starts_is_refused_with_the_arithmetic(

@@ -82,6 +82,7 @@ class RestartSearch(KneeSearch):
             self._engine(other)
             self._climb(other, planner, [probe.load], step=False)
             self._take(planner, [probe.load])
+        self._say_passes(planner)
         while not self._out and (probe := planner.next_probe()) is not None and self._grid_pass(planner, probe):
             pass
         search["stop"] = "budget" if self._out else planner.stop_reason
@@ -140,9 +141,7 @@ class RestartSearch(KneeSearch):
         the levels recorded in the order the planner asks for them; False, without running it, where the budget
         cannot hold it."""
         tag, loads = probe.passes[0], sorted(planner.grid or ())
-        starts = self.record["search"]["restarts"] or []
-        restart = statistics.fmean(r["start_s"] + (r["stop_s"] or 0.0) for r in starts)
-        cost = 2 * restart + sum(2 * self._run_seconds(load) for load in loads)
+        cost = self._pass_cost(loads)
         if self.record["search"]["spent_s"] + cost > self.settings.budget_s:
             self._out = True
             return False
@@ -157,6 +156,26 @@ class RestartSearch(KneeSearch):
             planner.record(level.level, cost=0.0)
             self._keep(planner, level)
         return True
+
+    def _pass_cost(self, loads: list[float]) -> float:
+        """A grid pass's expected engine-s: two starts and stops at the mean so far, a typical run per arm a load."""
+        starts = self.record["search"]["restarts"] or []
+        restart = statistics.fmean(r["start_s"] + (r["stop_s"] or 0.0) for r in starts)
+        return 2 * restart + sum(2 * self._run_seconds(load) for load in loads)
+
+    def _say_passes(self, planner: KneePlanner) -> None:
+        """What the rest of the budget buys once the ladder is done: grid passes at their expected cost."""
+        loads = sorted(planner.grid or ())
+        if not loads:
+            return
+        cost, left = self._pass_cost(loads), self.settings.budget_s - self.record["search"]["spent_s"]
+        line = (
+            f"capacity budget {self.settings.budget_s:g} engine-s (restart pairs, ladder done): {max(left, 0):.0f} s "
+            f"left buy ~{max(0, math.floor(left / cost))} grid passes of {len(loads)} loads from {loads[0]:.4g} to "
+            f"{loads[-1]:.4g}, ~{cost:.0f} engine-s each with both engines' starts"
+        )
+        self.record["search"]["forecast"].append(line)
+        self.feedback.note(line)
 
     def _run(self, load: float, tag: int, label: str) -> tuple[list[list[bool]], dict[str, float]]:
         """One run of the running engine's arm at ``load`` on pass ``tag``'s requests, its time spent."""
