@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]  # ~8 engine starts: `bash s
 def test_more_running_sequences_raise_the_capacity_with_its_interval_above_1(tmp_path: Path) -> None:
     """With at most 8 sequences running, a queue forms at a lower Poisson rate than with 32: the TTFT target (21
     decode steps for 90% of requests) holds up to a lower load, so the capacity ratio of 32 over 8 must lie above
-    1, its interval too, with every pass's two engines started for it and their starts kept apart.
+    1, its interval too, with every pass's two engines started for it and their starts kept apart. Seen here:
+    +151.7% (95% CI: at least 96.9%), 33.9 -> 85.3 requests/s, 13 engine starts, 6 min 51 s.
 
     The reference's decode step is measured first on an engine of its own; the target, the start (0.25 requests per
     step) and the budget (60,000 steps, 9 minutes at a 9 ms step; each engine start takes 15 s here) are in its
@@ -39,25 +40,28 @@ def test_more_running_sequences_raise_the_capacity_with_its_interval_above_1(tmp
     finally:
         bench.session.close()
     rate, ms = 0.25 / step_s, step_s * 1e3
-    exp = support.experiment(
-        "capacity",
-        tmp_path,
-        engine=engine,
-        workload={**workload, "rate": rate},
-        measure={"slo": {"ttft_ms": 21 * ms}, "warmup_prompts": 0},
-        capacity={
-            "attainment": 0.9,
-            "rounds": 2,
-            "budget_s": 60_000 * step_s,
-            "min_load": rate / 16,
-            "max_load": rate * 32,
-            "engine": {"max_num_seqs": 32},
-        },
-    )
-    path, record = run_capacity(exp, configuration_from(exp, None))
-    print(f"decode step {ms:.2f} ms: {record['summary']}")
-    estimate = record["estimate"]
-    assert estimate is not None, record["summary"]
+    for attempt in range(SEARCHES):
+        exp = support.experiment(
+            "capacity",
+            tmp_path / f"search-{attempt}",
+            engine=engine,
+            workload={**workload, "rate": rate, "seed": workload["seed"] + attempt},  # other requests each time
+            measure={"slo": {"ttft_ms": 21 * ms}, "warmup_prompts": 0},
+            capacity={
+                "attainment": 0.9,
+                "rounds": 2,
+                "budget_s": 60_000 * step_s,
+                "min_load": rate / 16,
+                "max_load": rate * 32,
+                "engine": {"max_num_seqs": 32},
+            },
+        )
+        path, record = run_capacity(exp, configuration_from(exp, None))
+        print(f"decode step {ms:.2f} ms: {record['summary']}")
+        estimate = record["estimate"]
+        assert estimate is not None, record["summary"]
+        if estimate["capacity_a"]["bound"] == estimate["capacity_b"]["bound"] == "exact":
+            break
     assert estimate["capacity_a"]["bound"] == estimate["capacity_b"]["bound"] == "exact", record["summary"]
     assert estimate["ci_low"] is not None and estimate["ci_low"] > 1, record["summary"]
     restarts = record["search"]["restarts"]
@@ -67,3 +71,10 @@ def test_more_running_sequences_raise_the_capacity_with_its_interval_above_1(tmp
                           for tag in passes)  # fmt: skip
     assert record["configuration"]["engine"] == {"max_num_seqs": 32} and record["search"]["spent_s"] <= 60_000 * step_s
     assert load_capacity(path)["search"]["restarts"] == restarts
+
+
+SEARCHES = 2
+"""A search whose budget ends before every knee is bracketed is inconclusive, not wrong, and is run once more with
+other requests (as the in-place test does): on 2026-11-30 the second of two runs ended so, its later passes
+putting the reference's knee below the lowest load measured (29.5 requests/s), with the ratio at least 1.82.
+Whenever both knees are bracketed, the interval must lie above 1."""
