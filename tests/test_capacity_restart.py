@@ -18,6 +18,7 @@ from tuner.capacity.slo import CapacitySlo
 from tuner.config import StartConfig
 from tuner.errors import UserError
 from tuner.measure import Workbench
+from tuner.records import load_capacity
 
 KNEES = {8: 10.0, 32: 25.0}
 """The simulated engine's capacity (requests/s) at each max_num_seqs."""
@@ -39,13 +40,15 @@ class _Session:
 class _Engines:
     """Workbench.start for the search: a simulated engine per start, each start kept in order."""
 
-    def __init__(self, experiment: Any, start_s: float) -> None:
-        self.experiment, self.start_s = experiment, start_s
+    def __init__(self, start_s: float) -> None:
+        self.start_s = start_s
         self.started: list[int] = []
+        self.sessions: list[_Session] = []
 
     def start(self, experiment: Any, spec: str, engine: dict[str, Any], env: dict[str, Any]) -> Workbench:
         self.started.append(engine["max_num_seqs"])
-        return Workbench(_Session(engine["max_num_seqs"], self.start_s), experiment)  # type: ignore[arg-type]
+        self.sessions.append(_Session(engine["max_num_seqs"], self.start_s))
+        return Workbench(self.sessions[-1], experiment)  # type: ignore[arg-type]
 
 
 def _run(at: Workbench, slo: CapacitySlo, label: str, feedback: Any, position: int = 0) -> Any:
@@ -58,7 +61,9 @@ def _run(at: Workbench, slo: CapacitySlo, label: str, feedback: Any, position: i
                    "other_cpus": 0.0, "position": 0.0, "pause_s": 0.0}  # fmt: skip
 
 
-def _search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget_s: float, start_s: float) -> tuple[Any, list[int]]:
+def _search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engines: _Engines, budget_s: float, run: Any = _run
+) -> Any:
     engine = {**support.STREAMING_ENGINE, "max_num_seqs": 8}
     exp = support.experiment(
         "restart",
@@ -68,12 +73,12 @@ def _search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget_s: float, st
         measure={"slo": {"ttft_ms": 100}, "warmup_prompts": 0},
         capacity={"attainment": 0.9, "budget_s": budget_s, "resolution": 1.25, "engine": {"max_num_seqs": 32}},
     )
-    engines = _Engines(exp, start_s)
     monkeypatch.setattr(restart, "Workbench", types.SimpleNamespace(start=engines.start))
-    monkeypatch.setattr(restart, "arm_run", _run)
-    first = Workbench(_Session(8, start_s), exp)  # type: ignore[arg-type]
-    _, record = capacity_on(first, exp, StartConfig(engine={"max_num_seqs": 32}))
-    return record, [8, *engines.started]
+    monkeypatch.setattr(restart, "arm_run", run)
+    engines.sessions.append(_Session(8, engines.start_s))
+    engines.started.append(8)
+    first = Workbench(engines.sessions[0], exp)  # type: ignore[arg-type]
+    return capacity_on(first, exp, StartConfig(engine={"max_num_seqs": 32}))[1]
 
 
 def test_each_pass_starts_both_engines_once_and_the_ratio_is_the_knees(
@@ -84,8 +89,9 @@ def test_each_pass_starts_both_engines_once_and_the_ratio_is_the_knees(
     the reference's engine starts again for the three loads it lacks. Then each grid pass starts both engines, the
     reference's first in odd passes. The knees, 10 and 25 requests/s, give a ratio of 2.5, found within the grid's
     resolution."""
-    record, started = _search(tmp_path, monkeypatch, budget_s=600, start_s=5.0)
-    search = record["search"]
+    engines = _Engines(start_s=5.0)
+    record = _search(tmp_path, monkeypatch, engines, budget_s=600)
+    search, started = record["search"], engines.started
     assert started[:3] == [8, 32, 8]
     grid = started[3:]
     assert grid and len(grid) % 2 == 0
@@ -109,13 +115,36 @@ def test_a_budget_that_cannot_hold_four_engine_starts_is_refused_with_the_arithm
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(UserError) as refused:
-        _search(tmp_path, monkeypatch, budget_s=100, start_s=30.0)
+        _search(tmp_path, monkeypatch, _Engines(start_s=30.0), budget_s=100)
     assert "4 x 30 = 120 s, more than the budget of 100 engine-s" in str(refused.value)
 
 
 def test_a_pass_the_rest_of_the_budget_cannot_hold_is_not_begun(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record, started = _search(tmp_path, monkeypatch, budget_s=70, start_s=10.0)
-    assert record["search"]["stop"] == "budget" and record["search"]["spent_s"] <= 140
-    assert len(started) % 2 == 1 and math.isfinite(record["search"]["spent_s"])  # the ladder's 3, whole passes
+    engines = _Engines(start_s=10.0)
+    record = _search(tmp_path, monkeypatch, engines, budget_s=70)
+    assert record["search"]["stop"] == "budget" and record["search"]["spent_s"] <= 70
+    assert len(engines.started) % 2 == 1 and math.isfinite(record["search"]["spent_s"])  # the ladder's 3, whole passes
+    assert all(session.stop_s is not None for session in engines.sessions)
+
+
+def test_an_interrupted_search_keeps_its_record_and_leaves_no_engine_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during the configuration's ladder: the record is saved as interrupted and every engine the search
+    started is stopped, the one running then included."""
+    runs: list[int] = []
+
+    def interrupted(at: Workbench, slo: CapacitySlo, label: str, feedback: Any, position: int = 0) -> Any:
+        runs.append(1)
+        if len(runs) == 14:  # the reference's ladder is 12 runs (4 loads, 3 rounds)
+            raise KeyboardInterrupt
+        return _run(at, slo, label, feedback, position)
+
+    engines = _Engines(start_s=5.0)
+    with pytest.raises(KeyboardInterrupt):
+        _search(tmp_path, monkeypatch, engines, budget_s=600, run=interrupted)
+    record = load_capacity(tmp_path / "restart" / "capacity" / "capacity.json")
+    assert record["search"]["stop"] == "interrupted" and engines.started == [8, 32]
+    assert all(session.stop_s is not None for session in engines.sessions)

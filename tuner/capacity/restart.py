@@ -68,6 +68,12 @@ class RestartSearch(KneeSearch):
         search["restarts"] = [{"arm": "reference", "tag": 0, "start_s": self.bench.session.start_s, "stop_s": None}]
         search["spent_s"] += self.bench.session.start_s
         self._refuse_a_short_budget()
+        try:
+            self._search(start)
+        finally:  # also on Ctrl-C or an engine error: no engine this search started is left running
+            self._close()
+
+    def _search(self, start: float) -> None:
         planner = self._planner(start, math.inf)  # the budget is kept here, engine starts included
         self._climb("reference", planner, [planner.start])
         self._engine("configuration")
@@ -85,8 +91,7 @@ class RestartSearch(KneeSearch):
         self._say_passes(planner)
         while not self._out and (probe := planner.next_probe()) is not None and self._grid_pass(planner, probe):
             pass
-        search["stop"] = "budget" if self._out else planner.stop_reason
-        self._close()
+        self.record["search"]["stop"] = "budget" if self._out else planner.stop_reason
 
     def _refuse_a_short_budget(self) -> None:
         """Refuse a budget that cannot hold :data:`LEAST_STARTS` engine starts at the first one's time."""

@@ -46,9 +46,10 @@ def attainment_plot(path: Path, record: CapacityRecord) -> Path:
     first = record["tiers"][0]
     if len(first["shares"]) == 1:  # a tier of several checks has a line per check: checks.png
         ax.axhline(100 * first["shares"][0]["least"], color="#444444", linestyle="--", linewidth=1, label="target")
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(ticker.LogFormatter())  # plain numbers (3, 5, 20), not 3x10^0
-    ax.xaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
+    if loads:  # none in a search stopped before its first load: an empty plot
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ticker.LogFormatter())  # plain numbers (3, 5, 20), not 3x10^0
+        ax.xaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
     ax.set_ylabel("requests meeting the SLO (%)" if first["name"] == "slo" else f"passing all of {first['name']} (%)")
     ax.set_title(f"{record['experiment']}: attainment per load (dotted: each arm's capacity)")
     ax.legend(loc="lower left", fontsize=8)
@@ -60,6 +61,8 @@ def _rates_panel(ax: Axes, record: CapacityRecord) -> None:
     """Each arm's achieved requests/s (solid) and goodput (dashed, the first tier's) per probed load, beside the
     offered rate (grey) where the load sets send times."""
     loads = [level["load"] for level in record["levels"]]
+    if not loads:  # a search stopped before its first load
+        return
     for (arm, label), color in zip(ARM_LABELS.items(), SERIES_COLORS, strict=False):
         achieved, goodput = zip(*(level_rates(level, arm) for level in record["levels"]), strict=True)
         ax.plot(loads, achieved, "o-", color=color, label=f"{label}: achieved")
