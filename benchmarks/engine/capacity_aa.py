@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tuner import interrupts
 from tuner.capacity import capacity_on
 from tuner.config import Experiment
 from tuner.config.start import StartConfig
@@ -201,6 +202,7 @@ def main() -> None:
         "--spin-window", type=float, metavar="S", help="every engine process's shm spin window, in both arms (vLLM: 1)"
     )
     args = parser.parse_args()
+    interrupts.install()  # Ctrl-C and SIGTERM end the series, its server and engine stopped (below), as the CLI does
     scratch = Path("results/benchmarks/capacity-aa")
     serve = experiment(0, scratch, args.budget_s, args.mode).serving
     both = {} if args.spin_window is None else _spin(args.spin_window)
@@ -219,6 +221,10 @@ def main() -> None:
             )
             rows.append(search(Workbench(session, exp), exp, kind))
             write_json(args.out, summary(rows, args, kept))  # after every search: an interrupted series keeps it
+    except KeyboardInterrupt:
+        interrupts.acknowledge()  # the series ends here: let the server and the engine stop undisturbed
+        print(f"interrupted after {len(rows)} searches, kept in {args.out}", file=sys.stderr)
+        raise SystemExit(130) from None
     finally:
         stop.touch()
         session.close()

@@ -41,7 +41,7 @@ from tuner.errors import UserError
 from tuner.feedback import task
 from tuner.measure import Workbench
 from tuner.plugin.protocol import encode_spec
-from tuner.records import ARMS, save_capacity
+from tuner.records import ARMS, restart_seconds
 from tuner.stats import tier_crossings
 
 _Runs = dict[str, list[tuple[list[list[bool]], dict[str, float]]]]
@@ -139,6 +139,7 @@ class RestartSearch(KneeSearch):
         measured = [self._measured(load, self._ladder[load]) for load in loads]
         planner.take([m.level for m in measured])
         for each in measured:
+            self._walls[each.level.load] = typical_wall(each.runs)
             self._keep(planner, each)
 
     def _grid_pass(self, planner: KneePlanner, probe: Probe) -> bool:
@@ -159,13 +160,14 @@ class RestartSearch(KneeSearch):
         while (asked := planner.next_probe()) is not None and asked.passes == (tag,):
             level = self._measured(asked.load, measured[asked.load], tag)
             planner.record(level.level, cost=0.0)
+            self._walls[level.level.load] = typical_wall(level.runs)
             self._keep(planner, level)
         return True
 
     def _pass_cost(self, loads: list[float]) -> float:
         """A grid pass's expected engine-s: two starts and stops at the mean so far, a typical run per arm a load."""
         starts = self.record["search"]["restarts"] or []
-        restart = statistics.fmean(r["start_s"] + (r["stop_s"] or 0.0) for r in starts)
+        restart = statistics.fmean(restart_seconds(r) for r in starts)
         return 2 * restart + sum(2 * self._run_seconds(load) for load in loads)
 
     def _say_passes(self, planner: KneePlanner) -> None:
@@ -195,15 +197,6 @@ class RestartSearch(KneeSearch):
         figures = {arm: [figure for _, figure in runs[arm]] for arm in ARMS}
         passes = (tag,) * len(runs["reference"])
         return level_of(load, met, figures, passes, self.slo, self._bench_at(load, tag), 0.0)
-
-    def _keep(self, planner: KneePlanner, measured: MeasuredLevel) -> None:
-        """A level the planner has: into the record, with every tier's estimate so far, and saved."""
-        self._walls[measured.level.load] = typical_wall(measured.runs)
-        self._merge_level(planner.levels, measured)
-        for entry, estimate in zip(self.record["tiers"], planner.estimates(), strict=True):
-            entry["estimate"] = estimate.to_dict()
-        self.record["estimate"] = self.record["tiers"][0]["estimate"]
-        save_capacity(self.path, self.record)
 
     def _engine(self, arm: str, tag: int = 0) -> None:
         """Stop the running engine and start ``arm``'s (for pass ``tag``), both timed into the budget and the

@@ -96,7 +96,7 @@ def capacity_on(
         start = predicted["start"]
         first = Workbench(bench.session, at_load(experiment, knob, start), prepared)
     slo = CapacitySlo.of(experiment)
-    record = _new_record(experiment, configuration, against, knob, settings, start, first.workload, slo)
+    record = _new_record(experiment, configuration, arms, against, knob, settings, start, first.workload, slo)
     record["search"]["start_auto"] = predicted
     search = (
         RestartSearch(
@@ -181,6 +181,7 @@ def _checked(experiment: Experiment, configuration: StartConfig, against: Path |
 def _new_record(
     experiment: Experiment,
     configuration: StartConfig,
+    arms: dict[str, StrategySet],
     against: Path | None,
     knob: LoadKnob,
     settings: CapacitySearch,
@@ -188,7 +189,8 @@ def _new_record(
     workload: WorkloadRecord,
     slo: CapacitySlo,
 ) -> CapacityRecord:
-    arms, restarts = arms_of(experiment, configuration), _restarts(configuration)
+    """A record of the search about to run: what it compares and how, its settings, no level yet."""
+    restarts = _restarts(configuration)
     search: SearchRecord = {
         "knob": knob.value,
         "unit": knob.unit,

@@ -81,12 +81,8 @@ class KneeSearch:
                 self._skipped(measured)
             if probe.load == max(level.load for level in search.levels):  # the most loaded run reads it best
                 self._cap(search, measured)
-            self._merge_level(search.levels, measured)
             self.record["search"]["spent_s"] = search.spent
-            for entry, estimate in zip(self.record["tiers"], search.estimates(), strict=True):
-                entry["estimate"] = estimate.to_dict()
-            self.record["estimate"] = self.record["tiers"][0]["estimate"]
-            save_capacity(self.path, self.record)
+            self._keep(search, measured)
             if bracketing and search.phase == "grid":
                 self._say_forecast(search, bracketed=True)
         self.record["search"]["stop"] = search.stop_reason
@@ -110,6 +106,14 @@ class KneeSearch:
             run_cost=self._run_seconds,
             max_rounds=settings.max_rounds,
         )
+
+    def _keep(self, search: KneePlanner, measured: MeasuredLevel) -> None:
+        """A level the planner has: into the record, with every tier's estimate so far, and saved."""
+        self._merge_level(search.levels, measured)
+        for entry, estimate in zip(self.record["tiers"], search.estimates(), strict=True):
+            entry["estimate"] = estimate.to_dict()
+        self.record["estimate"] = self.record["tiers"][0]["estimate"]
+        save_capacity(self.path, self.record)
 
     def _merge_level(self, levels: tuple[LevelResult, ...], measured: MeasuredLevel) -> None:
         """The level's entry with these rounds added: each check's and each tier's attainment, and the paired

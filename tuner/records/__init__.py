@@ -38,6 +38,7 @@ from tuner.records.capacity import (
     capacity_path,
     level_rates,
     load_capacity,
+    restart_seconds,
     save_capacity,
     targets_words,
 )
@@ -164,6 +165,7 @@ __all__ = [
     "min_effect",
     "new_run_dir",
     "objective_value",
+    "restart_seconds",
     "run_reps",
     "save_calibration",
     "save_capacity",

@@ -42,6 +42,11 @@ class EngineRestart(TypedDict):
     stop_s: float | None  # its stop; None while it runs
 
 
+def restart_seconds(restart: EngineRestart) -> float:
+    """What one engine start took of the budget: its start and its stop (none yet: 0)."""
+    return restart["start_s"] + (restart["stop_s"] or 0.0)
+
+
 CheckMetric = Literal["slo", "ttft_ms", "tpot_ms", "e2e_ms", "completed"]
 """What a check of a capacity search's SLO (:class:`tuner.capacity.slo.Check`) looks at: every ``measure.slo`` target,
 one latency metric, or completion."""

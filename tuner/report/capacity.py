@@ -11,7 +11,7 @@ from typing import Any
 from matplotlib import ticker
 from matplotlib.axes import Axes
 
-from tuner.records import ARMS, CapacityRecord, SearchRecord, level_rates, write_text
+from tuner.records import ARMS, CapacityRecord, SearchRecord, level_rates, restart_seconds, write_text
 from tuner.report.document import Doc
 from tuner.report.figures import SERIES_COLORS, new_figure, save_figure
 from tuner.stats import ArmCapacityRecord, arm_attainment
@@ -209,7 +209,7 @@ def _restarts(search: SearchRecord) -> str:
     starts = search["restarts"]
     if not starts:
         return ""
-    took = sum(r["start_s"] + (r["stop_s"] or 0.0) for r in starts)
+    took = sum(restart_seconds(r) for r in starts)
     return f"; {len(starts)} engine starts and stops took {took:.0f} s of it ({took / len(starts):.0f} s each)"
 
 
