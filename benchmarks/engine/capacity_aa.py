@@ -53,13 +53,20 @@ ARMS: dict[str, StrategySet] = {"aa": {"known_delay": {}}, "slow": {"known_delay
 
 
 def experiment(
-    seed: int, out: Path, budget_s: float, mode: str, rerun: bool = True, spin_window_s: float | None = None
+    seed: int,
+    out: Path,
+    budget_s: float,
+    mode: str,
+    rerun: bool = True,
+    spin_window_s: float | None = None,
+    server_nice: int = 10,
 ) -> Experiment:
     return Experiment.model_validate(
         {
             "name": f"capacity-aa-{seed}",
             "engine": ENGINE,
             "mode": mode,
+            "serve": {"server_nice": server_nice},
             "workload": {
                 "num_prompts": 48,
                 "rate": 32.0,
@@ -96,6 +103,7 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
         "kind": kind,
         "mode": MODES[exp.mode],
         "in_both_arms": exp.capacity.in_both_arms if exp.capacity else {},
+        "server_nice": exp.serve.server_nice if exp.mode == "serve" else None,
         "seed": exp.workload.seed,
         "ratio": estimate["ratio"] if estimate else None,
         "ci": [low, high],
@@ -137,6 +145,7 @@ def series(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, An
             f"--budget-s {args.budget_s:g} --rerun {args.rerun}"
             + (f" --contention {args.contention}" if args.contention else "")
             + (f" --spin-window {args.spin_window:g}" if args.spin_window is not None else "")
+            + (f" --server-nice {args.server_nice}" if args.mode == "serve" else "")
             + f" --out {args.out}"
         ),
         "environment": environment_record(),
@@ -201,10 +210,13 @@ def main() -> None:
     parser.add_argument(
         "--spin-window", type=float, metavar="S", help="every engine process's shm spin window, in both arms (vLLM: 1)"
     )
+    parser.add_argument(
+        "--server-nice", type=int, default=10, metavar="N", help="serve.server_nice: the server N below the client"
+    )
     args = parser.parse_args()
     interrupts.install()  # Ctrl-C and SIGTERM end the series, its server and engine stopped (below), as the CLI does
     scratch = Path("results/benchmarks/capacity-aa")
-    serve = experiment(0, scratch, args.budget_s, args.mode).serving
+    serve = experiment(0, scratch, args.budget_s, args.mode, server_nice=args.server_nice).serving
     both = {} if args.spin_window is None else _spin(args.spin_window)
     session = open_session(
         {**ENGINE, "enable_prefix_caching": True}, encode_spec(both, ["known_delay"]), streaming=True, serve=serve
@@ -217,7 +229,13 @@ def main() -> None:
     try:
         for index, kind in enumerate(["aa"] * args.aa + ["slow"] * args.slow):
             exp = experiment(
-                100 + index, scratch / f"search-{index}", args.budget_s, args.mode, args.rerun == "on", args.spin_window
+                100 + index,
+                scratch / f"search-{index}",
+                args.budget_s,
+                args.mode,
+                args.rerun == "on",
+                args.spin_window,
+                args.server_nice,
             )
             rows.append(search(Workbench(session, exp), exp, kind))
             write_json(args.out, summary(rows, args, kept))  # after every search: an interrupted series keeps it

@@ -144,6 +144,14 @@ class Serve(_Strict):
     )
     ready_timeout_s: float = Field(600, gt=0, description="how long the started server may take to become healthy")
     args: list[str] = Field(default_factory=list, description="extra command-line arguments for the server")
+    server_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="how far below the tuner's the started server's CPU priority is (Linux: its session's autogroup "
+        "and its processes' nice), so that the client's clock never waits behind the server for a CPU on a host "
+        "they share; 0: as the host schedules",
+    )
 
     @field_validator("endpoint")
     @classmethod

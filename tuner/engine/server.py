@@ -14,6 +14,7 @@ Requests stream from ``/v1/completions`` with token-id prompts and ``return_toke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -185,6 +186,22 @@ class HttpSession(EngineSession):
         return task.result()
 
 
+def lower_priority(pid: int, nice: int) -> None:
+    """Run process ``pid`` (the leader of a session of its own) ``nice`` steps below this process on the CPU: its
+    session's autogroup, which Linux schedules against this one's whatever the nice of their threads, and its own
+    nice, which the threads and processes it starts later inherit (what counts where autogroups are off). A served
+    run's TTFT is the client's clock: on a 2-core host where the client waited behind the server's processes for a
+    CPU, 15% of runs at 100 requests/s met their target for under 80% of requests, 1% with the server 10 below (see
+    docs/capacity.md). Best effort: a host that offers neither leaves the server as it is."""
+    if nice <= 0:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        ours = int(Path("/proc/self/autogroup").read_text().split()[-1])
+        Path(f"/proc/{pid}/autogroup").write_text(str(min(19, ours + nice)))
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
+
+
 class ServerSession(HttpSession):
     """A vLLM API server started (and always stopped) by the tuner, with the plugin in every process."""
 
@@ -219,6 +236,7 @@ class ServerSession(HttpSession):
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        lower_priority(self.server.pid, self.serve.server_nice)
         self._wait_healthy()
 
     def _wait_healthy(self) -> None:
