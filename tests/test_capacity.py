@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from tests import support
 from tuner.capacity import configuration_from
 from tuner.capacity.load import at_load, current_load, offered_rps
-from tuner.capacity.run import SERVED_ON_A_SATURATED_HOST, arms_of, conclude
+from tuner.capacity.run import SERVED_CLOCK_LATE, arms_of, conclude
 from tuner.capacity.search import typical_wall
 from tuner.capacity.sentence import capacity_sentence
 from tuner.capacity.slo import CapacitySlo
@@ -260,21 +260,30 @@ def _record(tmp_path: Path) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize(("mode", "busy"), [("engine", 0.5), ("engine", 0.99), ("serve", 0.5), ("serve", 0.99)])
-def test_the_closing_sentence_says_when_the_host_was_saturated_and_what_that_did_to_served_searches(
-    tmp_path: Path, mode: str, busy: float
+@pytest.mark.parametrize(
+    ("mode", "busy", "wait"),
+    [("engine", 0.5, None), ("engine", 0.99, None), ("serve", 0.5, None), ("serve", 0.99, None),
+     ("serve", 0.99, 0.02), ("serve", 0.99, 0.3), ("engine", 0.6, 0.3)],
+)  # fmt: skip
+def test_the_closing_sentence_says_when_the_tools_clock_waited_for_a_cpu_and_what_that_did_to_served_searches(
+    tmp_path: Path, mode: str, busy: float, wait: float | None
 ) -> None:
+    """Where the tool's wait for a CPU was sampled it decides (a saturated host whose client did not wait is no
+    harm: vLLM's processes spin while they wait); where not, saturation does."""
     record: Any = {**_record(tmp_path), "mode": mode}
     for level in record["levels"]:
         for runs in level["runs"].values():
             for run in runs:
-                run.update(host_busy=busy, tree_cpus=1.9, position=0.0)
+                run.update(host_busy=busy, tree_cpus=1.9, position=0.0, **({} if wait is None else {"tool_wait": wait}))
     conclude(record, LoadKnob.RATE)
-    saturated = busy >= 0.95
+    saturated, late = busy >= 0.95, (wait or 0.0) >= 0.1
+    flagged = late if wait is not None else saturated
     assert record["host"]["saturated"] == {"reference": 6 * saturated, "configuration": 6 * saturated}
+    assert record["host"]["waited"] == (None if wait is None else {"reference": 6 * late, "configuration": 6 * late})
     assert record["summary"].startswith("the configuration serves ")
-    assert ("at least 95% busy in 12 of 12 runs" in record["summary"]) is saturated
-    assert (SERVED_ON_A_SATURATED_HOST in record["summary"]) is (saturated and mode == "serve")
+    assert ("in 12 of 12 runs" in record["summary"]) is flagged
+    assert ("clock waited for a CPU" in record["summary"]) is (flagged and wait is not None)
+    assert (SERVED_CLOCK_LATE in record["summary"]) is (flagged and mode == "serve")
     assert record["contention"]["rerun"] == 0 and "run again" not in record["summary"]
 
 

@@ -4,6 +4,7 @@ capacity record carries, and older records read without it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -11,20 +12,51 @@ from pathlib import Path
 
 import pytest
 
-from tuner.metrics.host_load import SATURATED, CpuSample, cpu_sample, host_record, run_load
+from tuner.metrics.host_load import SATURATED, WAITED, CpuSample, cpu_sample, host_record, run_load, tool_waited_s
 from tuner.records.capacity import CAPACITY_SCHEMA, load_capacity
 
 ARMS = ("reference", "configuration")
 
 
-def test_a_runs_load_is_the_busy_share_of_the_host_and_the_trees_cpus_per_second() -> None:
-    before = CpuSample(wall=10.0, busy_s=100.0, total_s=400.0, tree_s=50.0)
-    after = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=53.0)  # 2 s on 2 CPUs: 3 of 4 CPU-s busy
-    assert run_load(before, after) == {"host_busy": 0.75, "tree_cpus": 1.5, "other_cpus": 0.0}
-    ended = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=40.0)  # a child ended: its seconds left
-    assert run_load(before, ended)["tree_cpus"] == 0.0
-    shared = CpuSample(wall=12.0, busy_s=107.0, total_s=408.0, tree_s=53.0)  # 2 s on 4 CPUs, 4 CPU-s not the tool's
-    assert run_load(before, shared) == {"host_busy": 0.875, "tree_cpus": 1.5, "other_cpus": 2.0}
+def test_a_runs_load_is_the_busy_share_of_the_host_the_trees_cpus_and_the_tools_wait_per_second() -> None:
+    before = CpuSample(wall=10.0, busy_s=100.0, total_s=400.0, tree_s=50.0, waited_s=1.0)
+    after = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=53.0, waited_s=1.2)  # 2 s on 2 CPUs: 3 of 4 busy
+    assert run_load(before, after) == pytest.approx(
+        {"host_busy": 0.75, "tree_cpus": 1.5, "other_cpus": 0.0, "tool_wait": 0.1}
+    )
+    ended = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=40.0, waited_s=0.5)  # a child, a thread ended
+    assert run_load(before, ended)["tree_cpus"] == 0.0 and run_load(before, ended)["tool_wait"] == 0.0
+    shared = CpuSample(wall=12.0, busy_s=107.0, total_s=408.0, tree_s=53.0, waited_s=None)  # 2 s on 4 CPUs
+    assert run_load(before, shared) == {"host_busy": 0.875, "tree_cpus": 1.5, "other_cpus": 2.0, "tool_wait": None}
+
+
+@pytest.mark.skipif(tool_waited_s() is None, reason="the platform does not say how long threads wait for a CPU")
+def test_the_tools_thread_sharing_its_cpu_with_a_busy_child_shows_its_wait() -> None:
+    """This process and a child spinning, both held to one CPU: each runs about half the time, so over 1 s of
+    spinning here the thread waits for the CPU at least a tenth of it (about half, when the scheduler shares it
+    fairly); spinning alone, on a CPU of its own, far less."""
+    cpu = min(os.sched_getaffinity(0))
+    held = os.sched_getaffinity(0)
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\n" + SPIN.format(s=30.0)]
+    )
+    os.sched_setaffinity(0, {cpu})
+    try:
+        time.sleep(0.3)  # the child is spinning
+        before = cpu_sample()
+        _spin_here(1.0)
+        shared = run_load(before, cpu_sample())
+    finally:
+        os.sched_setaffinity(0, held)
+        child.kill()
+        child.wait()
+    assert shared["tool_wait"] is not None and shared["tool_wait"] >= WAITED, shared
+
+
+def _spin_here(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass"
@@ -61,8 +93,30 @@ def test_a_busy_process_outside_the_tree_shows_in_the_other_cpus() -> None:
     assert load["other_cpus"] >= 0.5 and load["tree_cpus"] < 0.5, load
 
 
-def _runs(busy: list[float]) -> list[dict[str, float]]:
-    return [{"attainment": 1.0, "wall_s": 1.0, "host_busy": b, "tree_cpus": 1.0} for b in busy]
+def _runs(busy: list[float], waits: list[float] | None = None) -> list[dict[str, float]]:
+    waited = [{} for _ in busy] if waits is None else [{"tool_wait": w} for w in waits]
+    run = {"attainment": 1.0, "wall_s": 1.0, "tree_cpus": 1.0}
+    return [{**run, "host_busy": b, **w} for b, w in zip(busy, waited, strict=True)]
+
+
+def test_a_saturated_host_whose_tool_never_waited_for_a_cpu_needs_no_note() -> None:
+    """vLLM's processes spinning while they wait keep a small host busy without harm: what reads the latencies is
+    the tool's clock."""
+    record = host_record({arm: _runs([0.99] * 4, [0.02, 0.05, 0.01, 0.099]) for arm in ARMS}, ARMS)
+    assert record["saturated"] == {"reference": 4, "configuration": 4}
+    assert record["waited"] == {"reference": 0, "configuration": 0}
+    assert record["note"] is None and record["bias_p"] is None and record["tool_wait_median"] == 0.05
+
+
+def test_runs_whose_tool_waited_are_said_alike_in_both_arms_and_a_bias_where_one_arm_had_them() -> None:
+    alike = host_record({arm: _runs([0.99] * 4, [0.3, 0.0, 0.1, 0.0]) for arm in ARMS}, ARMS)
+    assert alike["waited"] == {"reference": 2, "configuration": 2} and alike["bias_p"] == pytest.approx(1.0)
+    assert alike["note"] is not None and "clock waited" in alike["note"] and "in 4 of 8 runs" in alike["note"]
+    assert "biased" not in alike["note"]
+    loads = {"reference": _runs([0.99] * 10, [0.0] * 10), "configuration": _runs([0.99] * 10, [0.2] * 8 + [0.0] * 2)}
+    one = host_record(loads, ARMS)
+    assert one["bias_p"] is not None and one["bias_p"] < 0.001  # Fisher: 8 of 10 against 0 of 10
+    assert one["note"] is not None and "biased against it" in one["note"] and "configuration's" in one["note"]
 
 
 def test_no_saturated_run_no_note() -> None:

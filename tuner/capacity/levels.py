@@ -153,6 +153,7 @@ def arm_run(
         "host_busy": host["host_busy"],
         "tree_cpus": host["tree_cpus"],
         "other_cpus": host["other_cpus"],
+        **({} if host["tool_wait"] is None else {"tool_wait": host["tool_wait"]}),  # Linux only
         "position": float(position),  # 0: the round's first run, 1: its second
         "pause_s": metrics.get("longest_pause_ms", 0.0) / 1e3,
     }

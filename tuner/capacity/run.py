@@ -237,22 +237,25 @@ def _new_record(
     }
 
 
-SERVED_ON_A_SATURATED_HOST = (
-    "Served searches with saturated runs were unsound on a 2-core host, where vLLM's processes spin for 1 s after "
-    "each message they read (its default) and starve the API server: over 20 A/A searches the estimates spread by "
-    "37% (SD) with their intervals open, and a known slowdown was estimated 1.6 and 7.1 times faster "
-    "(results/reference/capacity-aa-serve-cpu.json). With a 10 ms window in both arms (capacity.in_both_arms: "
-    "{shm_spin_window: {window_s: 0.01}}) no run was saturated, 20 of 20 A/A intervals covered 1 and that slowdown "
-    "came out slower in both searches (results/reference/capacity-aa-cpu.json). Do not act on this ratio: measure "
-    "on a host with CPUs to spare, or with that setting."
+SERVED_CLOCK_LATE = (
+    "Served searches whose client waited for a CPU misled on a 2-core host: Linux schedules the server's session "
+    "against the tool's whatever their threads' nice, so the client, whose clock reads every latency, waited behind "
+    "the server's processes; over 20 A/A searches the estimates spread by 37% (SD) with their intervals open, and a "
+    "known slowdown was estimated 1.6 and 7.1 times faster (results/reference/capacity-aa-serve-cpu.json). With the "
+    "server 10 steps below the client (serve.server_nice, the default) 20 of 20 A/A intervals covered 1, the "
+    "estimates spread by 10.7%, and that slowdown came out 0.65 and 0.62 with intervals below 1 "
+    "(results/reference/capacity-aa-cpu.json). Do not act on this ratio: measure on a host with CPUs to spare, or "
+    "raise serve.server_nice (at most 19)."
 )
-"""What a served search with saturated runs adds to its sentence: the evidence that such searches misled here."""
+"""What a served search whose client waited for a CPU adds to its sentence: the evidence that such searches misled
+here."""
 
 
 def conclude(record: CapacityRecord, knob: LoadKnob) -> None:
     """Set the record's ``host`` (the host's load over its runs), its ``contention`` (the rounds run again after
     other work took the host) and its closing sentence: the capacities and their ratio, then the notes on rounds run
-    again and on saturated runs, and for a served search the evidence that such searches misled on a small host."""
+    again and on runs whose clock waited for a CPU (saturated runs, where the wait was not sampled), and for a
+    served search the evidence that such searches misled on a small host."""
     runs = {arm: [run for level in record["levels"] for run in level["runs"][arm]] for arm in ARMS}
     host = record["host"] = host_record(runs, ARMS)
     rule = record["search"]["contention"]
@@ -260,7 +263,7 @@ def conclude(record: CapacityRecord, knob: LoadKnob) -> None:
     unloadable = _unloadable(record)  # says what to change in place of widening the limits
     notes = [note for note in (unloadable, rerun["note"], host["note"]) if note]
     if host["note"] and record["mode"] == "serve":
-        notes.append(SERVED_ON_A_SATURATED_HOST)
+        notes.append(SERVED_CLOCK_LATE)
     sentence = tiers_sentence(record["tiers"], knob, None if unloadable else WIDEN)
     record["summary"] = " ".join([f"{sentence.rstrip('.')}.", *notes]) if notes else sentence
 
