@@ -56,7 +56,7 @@ def _measure(
     monkeypatch.setattr(
         tuner.capacity.levels,
         "run_load",
-        lambda before, after: {"host_busy": 1.0, "tree_cpus": 2.0, "other_cpus": next(taken)},
+        lambda before, after: {"host_busy": 1.0, "tree_cpus": 2.0, "other_cpus": next(taken), "tool_wait": None},
     )
     engine = _Engine([met for met, _ in runs])
     arms: dict[str, Any] = {"reference": {}, "configuration": {"known_delay": {}}}

@@ -59,8 +59,8 @@ class _Engine:
 def test_a_bracketing_probe_stops_after_the_round_that_decides_both_arms_miss_every_tier(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(tuner.capacity.levels, "run_load", lambda *_: {"host_busy": 0.5, "tree_cpus": 1.0,
-                                                                       "other_cpus": 0.0})  # fmt: skip
+    load = {"host_busy": 0.5, "tree_cpus": 1.0, "other_cpus": 0.0, "tool_wait": 0.01}
+    monkeypatch.setattr(tuner.capacity.levels, "run_load", lambda *_: load)
     engine = _Engine()
     measured = measure_level(
         lambda tag: engine,  # type: ignore[arg-type, return-value]

@@ -91,8 +91,10 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=100.0, help="requests/s")
     parser.add_argument("--runs", type=int, default=150, help="runs per setting")
     parser.add_argument("--out", type=Path, default=Path("results/reference/served-client-wait-cpu.json"))
+    parser.add_argument("--only", metavar="NICE:WINDOW", action="append", help="one setting (repeatable); all: none")
     args = parser.parse_args()
-    rows = [runs_at(nice, window, args.load, args.runs) for nice, window in SETTINGS]
+    settings = [(int(n), float(w)) for n, w in (o.split(":") for o in args.only)] if args.only else SETTINGS
+    rows = [runs_at(nice, window, args.load, args.runs) for nice, window in settings]
     command = f"python -m benchmarks.engine.served_client_wait --load {args.load:g} --runs {args.runs} --out {args.out}"
     write_json(args.out, {"command": command, "environment": environment_record(), "load": args.load, "rows": rows})
     print(f"wrote {args.out}")
