@@ -22,6 +22,7 @@ from benchmarks.engine.capacity_aa import ENGINE, experiment
 from tuner.capacity.load import at_load
 from tuner.config import LoadKnob
 from tuner.measure.workbench import Workbench, open_session
+from tuner.metrics.host_load import tool_waited_s
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.records.files import write_json
 from tuner.vllm.environment import environment_record
@@ -29,17 +30,6 @@ from tuner.vllm.environment import environment_record
 SETTINGS = ((0, 1.0), (0, 0.01), (10, 0.01), (10, 1.0))
 """(server_nice, spin window s): vLLM's defaults, then a 10 ms window, then each with the server 10 below."""
 TARGET_MS = 200.0
-
-
-def client_wait_ms() -> float:
-    """How long this process's threads have waited runnable for a CPU, in all (ms)."""
-    total = 0
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[1])
-        except (OSError, IndexError):  # a thread that ended meanwhile
-            continue
-    return total / 1e6
 
 
 def runs_at(server_nice: int, window_s: float, load: float, runs: int) -> dict[str, Any]:
@@ -57,9 +47,9 @@ def runs_at(server_nice: int, window_s: float, load: float, runs: int) -> dict[s
         bench = Workbench(session, at_load(exp, LoadKnob.RATE, load))
         bench.switch(strategies)
         for _ in range(runs):
-            before = client_wait_ms()
+            before = tool_waited_s() or 0.0
             repetition = bench.repetition()
-            waits.append(client_wait_ms() - before)
+            waits.append(1e3 * ((tool_waited_s() or 0.0) - before))
             ttfts = [timing.ttft_ms if timing else None for timing in repetition["latencies"]]
             met.append(sum(t is not None and t <= TARGET_MS for t in ttfts) / len(ttfts))
             walls.append(repetition["metrics"]["wall_s"])
