@@ -53,6 +53,13 @@ def test_the_tools_thread_sharing_its_cpu_with_a_busy_child_shows_its_wait() -> 
     assert shared["tool_wait"] is not None and shared["tool_wait"] >= WAITED, shared
 
 
+def test_a_kernel_whose_schedstat_files_are_empty_says_nothing_rather_than_no_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("tuner.metrics.host_load.Path.read_text", lambda self, *a, **k: "")
+    assert tool_waited_s() is None
+
+
 def _spin_here(seconds: float) -> None:
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:

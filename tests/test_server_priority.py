@@ -7,17 +7,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tuner.engine.server import lower_priority
+from tuner.engine.server import autogroup_nice, lower_priority
 
-AUTOGROUPS = Path("/proc/self/autogroup").exists()
-
-
-def _autogroup_nice(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+AUTOGROUPS = autogroup_nice("self") is not None
 
 
 def _ours() -> int:
@@ -46,16 +41,31 @@ def test_the_server_runs_ten_steps_below_the_tuner_and_what_it_starts_later_too(
     assert leader.stdout is not None
     assert int(leader.stdout.readline()) == expected  # a process the server starts after the change
     if AUTOGROUPS:
-        assert _autogroup_nice(leader.pid) == min(19, _autogroup_nice(os.getpid()) + 10)
+        assert autogroup_nice(leader.pid) == min(19, autogroup_nice(os.getpid()) + 10)
 
 
 def test_nice_0_leaves_the_server_as_the_host_schedules_it(leader: subprocess.Popen[str]) -> None:
-    before = os.getpriority(os.PRIO_PROCESS, leader.pid), _autogroup_nice(leader.pid) if AUTOGROUPS else None
+    before = os.getpriority(os.PRIO_PROCESS, leader.pid), autogroup_nice(leader.pid) if AUTOGROUPS else None
     lower_priority(leader.pid, 0)
-    assert (os.getpriority(os.PRIO_PROCESS, leader.pid), _autogroup_nice(leader.pid) if AUTOGROUPS else None) == before
+    assert (os.getpriority(os.PRIO_PROCESS, leader.pid), autogroup_nice(leader.pid) if AUTOGROUPS else None) == before
 
 
 def test_a_process_gone_already_is_no_error() -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     gone.wait()
     lower_priority(gone.pid, 10)  # best effort: nothing to lower, nothing raised
+
+
+def test_an_empty_autogroup_file_as_sandboxed_kernels_give_is_read_as_none_and_the_nice_still_lowered(
+    leader: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tuner.engine.server.Path.read_text", lambda self, *a, **k: "")
+    assert autogroup_nice("self") is None
+    lower_priority(leader.pid, 10)
+    assert os.getpriority(os.PRIO_PROCESS, leader.pid) == min(19, _ours() + 10)
+
+
+def test_a_process_gone_has_no_autogroup_to_read() -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    gone.wait()
+    assert autogroup_nice(gone.pid) is None

@@ -186,6 +186,17 @@ class HttpSession(EngineSession):
         return task.result()
 
 
+def autogroup_nice(pid: int | str) -> int | None:
+    """The nice of process ``pid``'s autogroup (``/proc/<pid>/autogroup`` reads ``/autogroup-N nice K``), or None
+    where there is none to read: autogroups off, not Linux, the process gone, or a sandboxed kernel whose file is
+    empty."""
+    try:
+        fields = Path(f"/proc/{pid}/autogroup").read_text().split()
+    except OSError:
+        return None
+    return int(fields[-1]) if len(fields) == 3 and fields[1] == "nice" and fields[-1].lstrip("-").isdigit() else None
+
+
 def lower_priority(pid: int, nice: int) -> None:
     """Run process ``pid`` (the leader of a session of its own) ``nice`` steps below this process on the CPU: its
     session's autogroup, which Linux schedules against this one's whatever the nice of their threads, and its own
@@ -195,9 +206,10 @@ def lower_priority(pid: int, nice: int) -> None:
     docs/serving.md). Best effort: a host that offers neither leaves the server as it is."""
     if nice <= 0:
         return
-    with contextlib.suppress(OSError, ValueError):
-        ours = int(Path("/proc/self/autogroup").read_text().split()[-1])
-        Path(f"/proc/{pid}/autogroup").write_text(str(min(19, ours + nice)))
+    ours = autogroup_nice("self")
+    if ours is not None:
+        with contextlib.suppress(OSError):
+            Path(f"/proc/{pid}/autogroup").write_text(str(min(19, ours + nice)))
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
 

@@ -90,14 +90,15 @@ def cpu_sample() -> CpuSample:
 
 def tool_waited_s() -> float | None:
     """How long this process's live threads have waited runnable for a CPU, in all (Linux's
-    ``/proc/self/task/*/schedstat``; None where there is none)."""
+    ``/proc/self/task/*/schedstat``; None where no thread's can be read, as on kernels without schedstats)."""
     if not _SCHEDSTAT.is_dir():
         return None
-    waited = 0
+    waited, read = 0, False
     for task in _SCHEDSTAT.iterdir():
-        with contextlib.suppress(OSError, IndexError, ValueError):  # a thread that ended meanwhile
+        with contextlib.suppress(OSError, IndexError, ValueError):  # a thread that ended meanwhile, or no schedstat
             waited += int((task / "schedstat").read_text().split()[1])
-    return waited / 1e9
+            read = True
+    return waited / 1e9 if read else None
 
 
 def run_load(before: CpuSample, after: CpuSample) -> RunLoad:
