@@ -26,7 +26,8 @@ from scipy.optimize import isotonic_regression, minimize_scalar
 from scipy.stats import binom, norm
 from scipy.stats import t as student
 
-from tuner.capacity.planner import KneePlanner, _noise, forecast
+from tuner.capacity.forecast import _noise, forecast
+from tuner.capacity.planner import KneePlanner
 from tuner.stats import (
     LevelResult,
     PairedCounts,
@@ -487,15 +488,18 @@ def test_loads_new_to_the_search_open_the_next_pass() -> None:
     capacity censored at 90.3% attainment)."""
     search = KneePlanner(40.0, 0.9, budget=1_000, growth=2.0, rounds=2)
     grid: tuple[float, ...] = ()
+    known: set[float] = set()
     measured: list[float] = []
     while (probe := search.next_probe()) is not None and search.done < 2:
         if search.done == 1:
-            grid = grid or search.grid or ()
+            grid, known = grid or search.grid or (), known or {level.load for level in search.levels}
             measured.append(probe.load)
         a = 0.85 if probe.phase == "bracket" and probe.load >= 80 else 1.0
         search.record(_level_met(probe.load, a, 1.0 if probe.load < 50 else 0.5, probe.passes))
-    new = [load for load in grid if load > 80]
-    assert new == [160.0] and measured[0] == 160.0 and sorted(measured[1:]) == measured[1:] == list(grid[:-1])
+    assert [load for load in grid if load > 80] == [160.0]
+    fresh = sorted(set(grid) - known)
+    assert 160.0 in fresh and measured[: len(fresh)] == fresh
+    assert measured[len(fresh) :] == sorted(set(grid) & known)
 
 
 def _level_met(load: float, a: float, b: float, passes: tuple[int, ...]) -> LevelResult:
@@ -505,3 +509,26 @@ def _level_met(load: float, a: float, b: float, passes: tuple[int, ...]) -> Leve
         return [[i < share * 32 for i in range(32)]] * len(passes)
 
     return LevelResult.measured(load, met(a), met(b), passes)
+
+
+def test_an_interval_reaching_into_the_gap_between_the_arms_grids_gets_loads_there() -> None:
+    """As on the CPU engine's Mooncake window: B's attainment falls at once from about 95% (some rounds 81%, some
+    100%) to 50%, and A's knee lies twice as high, so the grid is two small grids with a wide gap between them. A
+    resample whose rounds at B's first missed load meet the target interpolates B's crossing across that gap (in
+    logit, from 100% to 50%: 60% of the way), and B's interval reached 20% into it. The search measures loads into
+    the gap from B's side until the interval's ends lie between grid loads at most ``resolution`` apart."""
+    search = KneePlanner(2.5, 0.95, budget=400, growth=2.0, rounds=3)
+    while (probe := search.next_probe()) is not None:
+        b = [1.0 if probe.load < 2.4 else 0.5 if probe.load > 2.55 else (0.81, 1.0, 0.97)[p % 3] for p in probe.passes]
+        a = 1.0 if probe.load < 5.0 else 0.5
+        met_a = [[i < a * 32 for i in range(32)]] * len(probe.passes)
+        met_b = [[i < share * 32 for i in range(32)] for share in b]
+        search.record(LevelResult.measured(probe.load, met_a, met_b, probe.passes))
+    found = search.estimate()
+    assert found is not None and search.grid is not None
+    assert found.capacity_b.bound == found.capacity_a.bound == "exact"
+    grid = sorted(search.grid)
+    for end in (found.capacity_b.ci_low, found.capacity_b.ci_high):
+        below, above = max(x for x in grid if x <= end), min(x for x in grid if x >= end)
+        assert above / below <= 1.1 + 1e-9, (end, grid)
+    assert max(b / a for a, b in pairwise(grid)) > 1.26  # still two grids, not one across the gap

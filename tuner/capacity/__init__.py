@@ -1,6 +1,7 @@
 """The ``tuner capacity`` wing: the largest load each arm serves within the SLO, and their ratio with a CI."""
 
-from tuner.capacity.planner import Forecast, KneePlanner, Probe
+from tuner.capacity.forecast import Forecast
+from tuner.capacity.planner import KneePlanner, Probe
 from tuner.capacity.run import capacity_on, run_capacity
 from tuner.capacity.winner import configuration_from
 

@@ -12,9 +12,10 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tuner.capacity.forecast import forecast
 from tuner.capacity.levels import MeasuredLevel, measure_level
 from tuner.capacity.load import at_load, unloadable, unloadable_words
-from tuner.capacity.planner import KneePlanner, forecast
+from tuner.capacity.planner import KneePlanner
 from tuner.capacity.slo import CapacitySlo
 from tuner.config import CapacitySearch, Experiment, LoadKnob
 from tuner.feedback import Feedback, task
