@@ -322,10 +322,8 @@ def _toward_ends(search: KneePlanner, grid: set[float], arm: Capacity) -> set[fl
     interval reached 20% into it."""
     loads = set()
     for end, outward in ((arm.ci_high, True), (arm.ci_low, False)):
-        below = max((x for x in grid if x <= end), default=0.0)
-        above = min((x for x in grid if x >= end), default=math.inf)
-        if 0 < below < above < math.inf and above / below > search.resolution * (1 + 1e-9):
-            steps = search._subdivided(below, above)
+        if gap := _gap(end, grid, search.resolution):
+            steps = search._subdivided(*gap)
             loads.add(steps[1] if outward else steps[-2])
     return loads
 
@@ -340,12 +338,18 @@ def _around(
 ) -> set[float]:
     """The loads of ``subdivided`` either side of ``load`` when it lies in a gap of ``grid`` wider than
     ``resolution`` (between the two arms' grids), else none."""
+    if not (gap := _gap(load, grid, resolution)):
+        return set()
+    steps = subdivided(*gap)
+    return {max(x for x in steps if x <= load), min(x for x in steps if x >= load)}
+
+
+def _gap(load: float, grid: set[float], resolution: float) -> tuple[float, float] | None:
+    """The grid loads either side of ``load`` when they lie more than ``resolution`` apart, else None (also where
+    ``load`` lies beyond the grid)."""
     below = max((x for x in grid if x <= load), default=0.0)
     above = min((x for x in grid if x >= load), default=math.inf)
-    if not (0 < below < above < math.inf and above / below > resolution * (1 + 1e-9)):
-        return set()
-    steps = subdivided(below, above)
-    return {max(x for x in steps if x <= load), min(x for x in steps if x >= load)}
+    return (below, above) if 0 < below < above < math.inf and above / below > resolution * (1 + 1e-9) else None
 
 
 def noisiest(sds: list[float]) -> float:
