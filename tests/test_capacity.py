@@ -241,6 +241,7 @@ def _record(tmp_path: Path) -> dict[str, Any]:
             "unloadable_from": None,
             "oversaturated": {"loads": 0, "rounds": 0, "saved_s": 0.0},
             "restarts": None,
+            "unpaired": None,
         },
         "levels": [level(4.0, [1.0, 1.0, 0.95], [1.0, 1.0, 1.0]), level(8.0, [0.8, 0.85, 0.7], [0.95, 0.9, 0.9])],
         "estimate": (estimate := _estimate(1.2, 1.05, 1.4)),

@@ -148,3 +148,43 @@ def test_an_interrupted_search_keeps_its_record_and_leaves_no_engine_running(
     record = load_capacity(tmp_path / "restart" / "capacity" / "capacity.json")
     assert record["search"]["stop"] == "interrupted" and engines.started == [8, 32]
     assert all(session.stop_s is not None for session in engines.sessions)
+    kept = [(u["arm"], u["load"], len(u["runs"])) for u in record["search"]["unpaired"] or []]
+    assert kept == [("reference", 8.0, 3), ("reference", 9.513656920021768, 3), ("reference", 11.313708498984761, 3),
+                    ("reference", 16.0, 3), ("configuration", 16.0, 1)]  # fmt: skip
+    assert record["levels"] == []
+
+
+def _timed(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """:func:`_run` on a clock of the search's own (``restart.time``) that each run moves on by 1 s."""
+    now = [0.0]
+
+    def run(at: Workbench, slo: CapacitySlo, label: str, feedback: Any, position: int = 0) -> Any:
+        now[0] += 1.0
+        return _run(at, slo, label, feedback, position)
+
+    monkeypatch.setattr(restart, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    return run
+
+
+def test_ladder_runs_the_budget_left_without_the_other_arm_are_kept_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs of 1 s and engines that start in 4 s: at 20 engine-s the budget ends during the configuration's ladder,
+    before its engine ran any load; at 44, before it came down to the reference's loads. Either way the ladder's
+    runs in no level are kept in the record, and the closing sentence says where."""
+    run = _timed(monkeypatch)
+    none = _search(tmp_path / "20", monkeypatch, _Engines(start_s=4.0), budget_s=20, run=run)
+    assert none["levels"] == [] and none["estimate"] is None and none["search"]["stop"] == "budget"
+    assert [(u["arm"], len(u["runs"])) for u in none["search"]["unpaired"]] == [("reference", 3)] * 3
+    assert none["summary"].startswith("no capacity estimate: no load level was measured by both arms")
+    assert "the runs at 8 (reference), 11.31 (reference), 16 (reference) have none" in none["summary"]
+
+    some = _search(tmp_path / "44", monkeypatch, _Engines(start_s=4.0), budget_s=44, run=run)
+    kept = {u["load"]: u for u in some["search"]["unpaired"]}
+    assert {u["arm"] for u in kept.values()} == {"configuration"} and len(kept) == 3
+    assert not kept.keys() & {level["load"] for level in some["levels"]}
+    assert all(len(u["runs"]) == 3 and u["runs"][0]["wall_s"] == 1.0 for u in kept.values())
+    assert "(search.unpaired), in no estimate" in some["summary"]
+
+    enough = _search(tmp_path / "600", monkeypatch, _Engines(start_s=4.0), budget_s=600, run=run)
+    assert enough["search"]["unpaired"] == [] and "unpaired" not in enough["summary"]

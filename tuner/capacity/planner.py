@@ -175,7 +175,10 @@ class KneePlanner:
 
     def take(self, levels: list[LevelResult]) -> None:
         """Levels measured without a probe, in their own passes (restart pairs' ladder, whose cost the caller
-        keeps); the phase moves on once all are in, as after a probe."""
+        keeps); the phase moves on once all are in, as after a probe. None (the budget stopped the ladder before
+        both arms ran a load) leaves the search as it was."""
+        if not levels:
+            return
         for level in levels:
             self._add(level)
         self._advance()

@@ -19,7 +19,9 @@ next one starts:
 A pass is the bootstrap's cluster (:mod:`tuner.stats.capacity`), so the spread between engine starts (runs vary by
 +-12% across engine starts on an H100) lands between passes, where the interval sees it. Engine starts and stops
 count against the budget, as they take an operator's engine time, and are kept apart in the record
-(``search.restarts``). A pass begins only if the budget holds it: two starts and stops at the mean so far, and a run
+(``search.restarts``); the ladder's runs at a load that never became a level, the budget or Ctrl-C having stopped
+the search before the other arm's engine ran its rounds there, are kept there too (``search.unpaired``), in no
+estimate. A pass begins only if the budget holds it: two starts and stops at the mean so far, and a run
 per arm at each load's typical wall. A budget that cannot hold the ladder's two engines and one grid pass (four
 starts at the first one's time) is refused once that start is timed, with the arithmetic. Rounds are not run again
 after other work took the host (a round's two runs are an engine start apart), and over-saturated loads are not cut
@@ -41,7 +43,7 @@ from tuner.errors import UserError
 from tuner.feedback import task
 from tuner.measure import Workbench
 from tuner.plugin.protocol import encode_spec
-from tuner.records import ARMS, restart_seconds
+from tuner.records import ARMS, UnpairedRuns, restart_seconds
 from tuner.stats import tier_crossings
 
 _Runs = dict[str, list[tuple[list[list[bool]], dict[str, float]]]]
@@ -59,6 +61,7 @@ class RestartSearch(KneeSearch):
 
     engines: dict[str, StartConfig] = field(default_factory=dict)
     _ladder: dict[float, _Runs] = field(default_factory=dict)
+    _taken: set[float] = field(default_factory=set)  # the ladder's loads the planner has as levels
     _arm: str = "reference"  # the arm whose engine runs
     _out: bool = False  # the budget stopped the ladder
 
@@ -71,6 +74,7 @@ class RestartSearch(KneeSearch):
         try:
             self._search(start)
         finally:  # also on Ctrl-C or an engine error: no engine this search started is left running
+            search["unpaired"] = self._unpaired()
             self._close()
 
     def _search(self, start: float) -> None:
@@ -138,9 +142,21 @@ class RestartSearch(KneeSearch):
         """The ladder's levels at ``loads`` into the planner (pass 0) and the record."""
         measured = [self._measured(load, self._ladder[load]) for load in loads]
         planner.take([m.level for m in measured])
+        self._taken.update(loads)
         for each in measured:
             self._walls[each.level.load] = typical_wall(each.runs)
             self._keep(planner, each)
+
+    def _unpaired(self) -> list[UnpairedRuns]:
+        """The ladder's runs at loads that never became a level (the other arm's engine did not run its rounds
+        there): measured, so kept, though no estimate has them."""
+        return [
+            {"load": load, "arm": arm, "runs": [figures for _, figures in runs[arm]]}
+            for load, runs in sorted(self._ladder.items())
+            if load not in self._taken
+            for arm in ARMS
+            if runs[arm]
+        ]
 
     def _grid_pass(self, planner: KneePlanner, probe: Probe) -> bool:
         """The grid pass ``probe`` begins: both engines started anew, each over every grid load (module docstring),

@@ -208,6 +208,7 @@ def _new_record(
         "oversaturated": {"loads": 0, "rounds": 0, "saved_s": 0.0},
         "start_auto": None,
         "restarts": [] if restarts else None,
+        "unpaired": [] if restarts else None,
     }
     checks, tiers = slo.records()
     return {
@@ -253,19 +254,32 @@ here."""
 
 def conclude(record: CapacityRecord, knob: LoadKnob) -> None:
     """Set the record's ``host`` (the host's load over its runs), its ``contention`` (the rounds run again after
-    other work took the host) and its closing sentence: the capacities and their ratio, then the notes on rounds run
-    again and on runs whose clock waited for a CPU (saturated runs, where the wait was not sampled), and for a
-    served search the evidence that such searches misled on a small host."""
+    other work took the host) and its closing sentence: the capacities and their ratio, then the notes on ladder runs
+    in no level, on rounds run again and on runs whose clock waited for a CPU (saturated runs, where the wait was not
+    sampled), and for a served search the evidence that such searches misled on a small host."""
     runs = {arm: [run for level in record["levels"] for run in level["runs"][arm]] for arm in ARMS}
     host = record["host"] = host_record(runs, ARMS)
     rule = record["search"]["contention"]
     rerun = record["contention"] = contention_record(record["levels"], Contention(**rule) if rule else None)
     unloadable = _unloadable(record)  # says what to change in place of widening the limits
-    notes = [note for note in (unloadable, rerun["note"], host["note"]) if note]
+    notes = [note for note in (unloadable, _unpaired(record), rerun["note"], host["note"]) if note]
     if host["note"] and record["mode"] == "serve":
         notes.append(SERVED_CLOCK_LATE)
     sentence = tiers_sentence(record["tiers"], knob, None if unloadable else WIDEN)
     record["summary"] = " ".join([f"{sentence.rstrip('.')}.", *notes]) if notes else sentence
+
+
+def _unpaired(record: CapacityRecord) -> str | None:
+    """The note for restart pairs' ladder runs in no level (None: there are none)."""
+    unpaired = record["search"]["unpaired"]
+    if not unpaired:
+        return None
+    loads = ", ".join(f"{u['load']:.4g} ({u['arm']})" for u in unpaired)
+    return (
+        f"The search stopped before both arms' engines ran their rounds at every load of the ladder: the runs at "
+        f"{loads} have none of the other arm's to pair with, and are kept in capacity.json (search.unpaired), in no "
+        "estimate."
+    )
 
 
 def _unloadable(record: CapacityRecord) -> str | None:

@@ -42,7 +42,7 @@ def capacity_sentence(
     that match it: more or less load within a bounded interval or a one-sided bound, not shown to differ, not
     bracketed (with ``advice`` on what to change, where there is one), or nothing yet."""
     if estimate is None:
-        return f"no capacity estimate: no load level was measured ({at})"
+        return f"no capacity estimate: no load level was measured by both arms ({at})"
     a, b = estimate["capacity_a"], estimate["capacity_b"]
     if a["bound"] != "exact" or b["bound"] != "exact":
         where = {"at_least": "meets it at every load probed", "below": "misses it at the lowest load probed"}

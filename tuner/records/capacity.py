@@ -42,6 +42,15 @@ class EngineRestart(TypedDict):
     stop_s: float | None  # its stop; None while it runs
 
 
+class UnpairedRuns(TypedDict):
+    """Runs of one arm at a load of the restart pairs' ladder that never became a level (the budget or Ctrl-C stopped
+    the search before the other arm's engine ran its rounds there): measured, so kept, and in no estimate."""
+
+    load: float
+    arm: str
+    runs: list[dict[str, float]]  # per round, as a level's ``runs``
+
+
 def restart_seconds(restart: EngineRestart) -> float:
     """What one engine start took of the budget: its start and its stop (none yet: 0)."""
     return restart["start_s"] + (restart["stop_s"] or 0.0)
@@ -135,6 +144,7 @@ class SearchRecord(TypedDict):
     oversaturated: dict[str, float]  # loads whose rounds stopped early, both arms over-saturated and missing every
     # tier: loads, rounds (not run) and saved_s (their expected engine seconds)
     restarts: list[EngineRestart] | None  # restart pairs: every engine start; None: the arms switched in place
+    unpaired: list[UnpairedRuns] | None  # restart pairs: ladder runs no run of the other arm pairs; None: in place
 
 
 class ContentionRecord(TypedDict):

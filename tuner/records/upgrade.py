@@ -212,8 +212,9 @@ def upgrade_capacity(capacity: dict[str, Any]) -> None:
     ``contention`` (added the same day) are None, and each level's ``set_aside`` empty, where no round was run again
     after other work took the host; the search's ``unloadable_from`` and ``start_auto`` (also that day) are None and
     its ``oversaturated`` counts none; the search's ``restarts`` (added on 2026-11-30) is None and each arm changes no
-    engine argument or variable (the arms were switched in place); the host's ``waited`` and ``tool_wait_median``
-    (also that day) are None where the tool's wait for a CPU was not sampled."""
+    engine argument or variable (the arms were switched in place), and its ``unpaired`` (also that day) is None;
+    the host's ``waited`` and ``tool_wait_median`` (also that day) are None where the tool's wait for a CPU was not
+    sampled."""
     capacity.setdefault("host", None)
     if isinstance(capacity["host"], dict):  # the tool's wait for a CPU, sampled since 2026-11-30
         capacity["host"].setdefault("waited", None)
@@ -224,6 +225,7 @@ def upgrade_capacity(capacity: dict[str, Any]) -> None:
     capacity.get("search", {}).setdefault("start_auto", None)
     capacity.get("search", {}).setdefault("oversaturated", {"loads": 0, "rounds": 0, "saved_s": 0.0})
     capacity.get("search", {}).setdefault("restarts", None)
+    capacity.get("search", {}).setdefault("unpaired", None)
     for arm in ("reference", "configuration"):
         capacity.get(arm, {}).setdefault("engine", {})
         capacity.get(arm, {}).setdefault("env", {})
