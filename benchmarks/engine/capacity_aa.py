@@ -10,7 +10,8 @@ the engine test's (``tests/engine/test_capacity_engine.py``): 48 requests of 16 
 <= 200 ms for 90% of them, a 90 s budget per search; each search draws other requests (its own seed). With ``--mode
 serve`` every search runs through one OpenAI server the tool starts (client, API server, EngineCore and worker on
 this host), as ``mode: serve`` does. Each row keeps the host's load over its runs (``host``: how many
-were saturated per arm, and the closing note) and the rounds run again after other work took the host (``rerun``;
+were saturated per arm, and the closing note), each load's rounds (``levels``: per arm, each round's share of
+requests in target and its longest pause) and the rounds run again after other work took the host (``rerun``;
 ``--rerun off``: never, ``capacity.contention: null``). ``--contention 6,0.4`` adds other work: on every CPU a
 process outside the tool's tree spins for 0.4 s at exponential intervals of mean 6 s, all at once.
 ``--spin-window 0.01`` sets every engine process's shared-memory spin window to 10 ms in both arms
@@ -38,6 +39,7 @@ from tuner.config import Experiment
 from tuner.config.start import StartConfig
 from tuner.measure.workbench import Workbench, open_session
 from tuner.plugin.protocol import StrategySet, encode_spec
+from tuner.records import ARMS, LevelRecord
 from tuner.records.files import write_json
 from tuner.vllm.environment import environment_record
 
@@ -49,7 +51,8 @@ ENGINE = {
     "kv_cache_memory_bytes": 64 << 20,
     "dtype": "float32",
 }
-ARMS: dict[str, StrategySet] = {"aa": {"known_delay": {}}, "slow": {"known_delay": {"worker_ms": 5.0}}}
+CONFIGURATIONS: dict[str, StrategySet] = {"aa": {"known_delay": {}}, "slow": {"known_delay": {"worker_ms": 5.0}}}
+"""What each kind of search compares with vLLM as installed: nothing (A/A), or the known 5 ms worker wait."""
 
 
 def experiment(
@@ -95,7 +98,7 @@ def _spin(window_s: float) -> StrategySet:
 
 def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
     began = time.perf_counter()
-    _, record = capacity_on(bench, exp, StartConfig(strategies=ARMS[kind]))
+    _, record = capacity_on(bench, exp, StartConfig(strategies=CONFIGURATIONS[kind]))
     estimate = record["estimate"]
     low, high = (estimate["ci_low"], estimate["ci_high"]) if estimate else (None, None)
     arms = (estimate["capacity_a"], estimate["capacity_b"]) if estimate else ()
@@ -122,9 +125,25 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
         "wall_s": round(time.perf_counter() - began, 1),
         "host": record["host"],
         "summary": record["summary"],
+        "levels": [_level(level) for level in record["levels"]],
     }
     print(f"{kind} seed {row['seed']}: {row['summary']} ({row['spent_s']} s, {row['stop']})", flush=True)
     return row
+
+
+def _level(level: LevelRecord) -> dict[str, Any]:
+    """A level as a row keeps it, enough to see why an interval lay where it did: per arm, each round's share of
+    requests in target and the round's longest pause (s)."""
+    return {
+        "load": round(level["load"], 3),
+        **{
+            arm: {
+                "met": [round(run["attainment"], 3) for run in level["runs"][arm]],
+                "pause_s": [round(run["pause_s"], 3) for run in level["runs"][arm]],
+            }
+            for arm in ARMS
+        },
+    }
 
 
 MODES = {"engine": "offline", "serve": "serve"}

@@ -32,6 +32,14 @@ SETTINGS = ((0, 1.0), (0, 0.01), (10, 0.01), (10, 1.0))
 TARGET_MS = 200.0
 
 
+def _waited() -> float:
+    """The client's threads' wait for a CPU so far (s); the benchmark stops where it cannot be read."""
+    waited = tool_waited_s()
+    if waited is None:
+        raise SystemExit("the client's wait for a CPU cannot be read here (Linux's /proc/self/task/*/schedstat)")
+    return waited
+
+
 def runs_at(server_nice: int, window_s: float, load: float, runs: int) -> dict[str, Any]:
     """``runs`` served runs at ``load`` on one server of this setting, and what they met and waited."""
     exp = experiment(100, Path("results/benchmarks/served-client-wait"), 90.0, "serve", server_nice=server_nice)
@@ -47,9 +55,9 @@ def runs_at(server_nice: int, window_s: float, load: float, runs: int) -> dict[s
         bench = Workbench(session, at_load(exp, LoadKnob.RATE, load))
         bench.switch(strategies)
         for _ in range(runs):
-            before = tool_waited_s() or 0.0
+            before = _waited()
             repetition = bench.repetition()
-            waits.append(1e3 * ((tool_waited_s() or 0.0) - before))
+            waits.append(1e3 * (_waited() - before))
             ttfts = [timing.ttft_ms if timing else None for timing in repetition["latencies"]]
             met.append(sum(t is not None and t <= TARGET_MS for t in ttfts) / len(ttfts))
             walls.append(repetition["metrics"]["wall_s"])
@@ -84,6 +92,7 @@ def main() -> None:
     parser.add_argument("--only", metavar="NICE:WINDOW", action="append", help="one setting (repeatable); all: none")
     args = parser.parse_args()
     settings = [(int(n), float(w)) for n, w in (o.split(":") for o in args.only)] if args.only else SETTINGS
+    _waited()  # before any server starts: a host without schedstat is told so at once
     rows = [runs_at(nice, window, args.load, args.runs) for nice, window in settings]
     command = f"python -m benchmarks.engine.served_client_wait --load {args.load:g} --runs {args.runs} --out {args.out}"
     write_json(args.out, {"command": command, "environment": environment_record(), "load": args.load, "rows": rows})
