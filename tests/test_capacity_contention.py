@@ -56,7 +56,13 @@ def _measure(
     monkeypatch.setattr(
         tuner.capacity.levels,
         "run_load",
-        lambda before, after: {"host_busy": 1.0, "tree_cpus": 2.0, "other_cpus": next(taken), "tool_wait": None},
+        lambda before, after: {
+            "host_busy": 1.0,
+            "tree_cpus": 2.0,
+            "other_cpus": next(taken),
+            "tool_wait": None,
+            "tool_gc_s": 0.0,
+        },
     )
     engine = _Engine([met for met, _ in runs])
     arms: dict[str, Any] = {"reference": {}, "configuration": {"known_delay": {}}}

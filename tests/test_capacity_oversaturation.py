@@ -59,7 +59,7 @@ class _Engine:
 def test_a_bracketing_probe_stops_after_the_round_that_decides_both_arms_miss_every_tier(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    load = {"host_busy": 0.5, "tree_cpus": 1.0, "other_cpus": 0.0, "tool_wait": 0.01}
+    load = {"host_busy": 0.5, "tree_cpus": 1.0, "other_cpus": 0.0, "tool_wait": 0.01, "tool_gc_s": 0.0}
     monkeypatch.setattr(tuner.capacity.levels, "run_load", lambda *_: load)
     engine = _Engine()
     measured = measure_level(

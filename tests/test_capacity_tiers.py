@@ -283,7 +283,7 @@ def test_a_level_scores_each_request_on_every_check_and_each_tier_on_its_checks_
             found = runs[self.arm]
             return {"met": [x is not None for x in found], "latencies": found, "metrics": {"wall_s": 1.0}}
 
-    load = {"host_busy": 0.5, "tree_cpus": 1.0, "other_cpus": 0.0, "tool_wait": 0.01}
+    load = {"host_busy": 0.5, "tree_cpus": 1.0, "other_cpus": 0.0, "tool_wait": 0.01, "tool_gc_s": 0.0}
     monkeypatch.setattr(tuner.capacity.levels, "run_load", lambda *_: load)
     slo = CapacitySlo.of(_experiment({"tiers": TIERS}))
     engine = Engine()

@@ -3,6 +3,7 @@ capacity record carries, and older records read without it."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -19,15 +20,40 @@ ARMS = ("reference", "configuration")
 
 
 def test_a_runs_load_is_the_busy_share_of_the_host_the_trees_cpus_and_the_tools_wait_per_second() -> None:
-    before = CpuSample(wall=10.0, busy_s=100.0, total_s=400.0, tree_s=50.0, waited_s=1.0)
-    after = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=53.0, waited_s=1.2)  # 2 s on 2 CPUs: 3 of 4 busy
+    before = CpuSample(wall=10.0, busy_s=100.0, total_s=400.0, tree_s=50.0, waited_s=1.0, collected_s=0.5)
+    after = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=53.0, waited_s=1.2, collected_s=0.75)  # 3 of 4
     assert run_load(before, after) == pytest.approx(
-        {"host_busy": 0.75, "tree_cpus": 1.5, "other_cpus": 0.0, "tool_wait": 0.1}
+        {"host_busy": 0.75, "tree_cpus": 1.5, "other_cpus": 0.0, "tool_wait": 0.1, "tool_gc_s": 0.25}
     )
-    ended = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=40.0, waited_s=0.5)  # a child, a thread ended
+    ended = CpuSample(wall=12.0, busy_s=103.0, total_s=404.0, tree_s=40.0, waited_s=0.5, collected_s=0.5)  # child gone
     assert run_load(before, ended)["tree_cpus"] == 0.0 and run_load(before, ended)["tool_wait"] == 0.0
-    shared = CpuSample(wall=12.0, busy_s=107.0, total_s=408.0, tree_s=53.0, waited_s=None)  # 2 s on 4 CPUs
-    assert run_load(before, shared) == {"host_busy": 0.875, "tree_cpus": 1.5, "other_cpus": 2.0, "tool_wait": None}
+    shared = CpuSample(wall=12.0, busy_s=107.0, total_s=408.0, tree_s=53.0, waited_s=None, collected_s=0.5)  # 4 CPUs
+    assert run_load(before, shared) == {
+        "host_busy": 0.875, "tree_cpus": 1.5, "other_cpus": 2.0, "tool_wait": None, "tool_gc_s": 0.0
+    }  # fmt: skip
+
+
+def test_a_collection_of_a_large_heap_in_the_tools_process_shows_as_its_collector_time() -> None:
+    """500,000 objects in reference cycles, collected whole between two samples: at least as long as the collection
+    took by the clock around it, less a millisecond of the clock's own grain; with nothing collected, nothing."""
+    cpu_sample()  # the collector's timer is in place from here
+    cycles = [[] for _ in range(500_000)]
+    for cycle in cycles:
+        cycle.append(cycle)
+    del cycles, cycle
+    before = cpu_sample()
+    began = time.perf_counter()
+    gc.collect()
+    took = time.perf_counter() - began
+    collected = run_load(before, cpu_sample())["tool_gc_s"]
+    assert took - 1e-3 <= collected <= took, (collected, took)
+    gc.disable()
+    try:
+        before = cpu_sample()
+        quiet = run_load(before, cpu_sample())["tool_gc_s"]
+    finally:
+        gc.enable()
+    assert quiet == 0.0
 
 
 @pytest.mark.skipif(tool_waited_s() is None, reason="the platform does not say how long threads wait for a CPU")

@@ -9,11 +9,11 @@ comparison, and nothing differs. The slowdown is a 5 ms wait before every batch 
 the engine test's (``tests/engine/test_capacity_engine.py``): 48 requests of 16 + 16 tokens at a Poisson rate, TTFT
 <= 200 ms for 90% of them, a 90 s budget per search; each search draws other requests (its own seed). With ``--mode
 serve`` every search runs through one OpenAI server the tool starts (client, API server, EngineCore and worker on
-this host), as ``mode: serve`` does. Each row keeps the host's load over its runs (``host``: how many
-were saturated per arm, and the closing note), each load's rounds (``levels``: per arm, each round's share of
-requests in target and its longest pause) and the rounds run again after other work took the host (``rerun``;
-``--rerun off``: never, ``capacity.contention: null``). ``--contention 6,0.4`` adds other work: on every CPU a
-process outside the tool's tree spins for 0.4 s at exponential intervals of mean 6 s, all at once.
+this host), as ``mode: serve`` does. Each row keeps the host's load over its runs (``host``: how many were
+saturated per arm, and the closing note), each load's rounds (``levels``: per arm, each round's share of requests
+in target, its longest pause and the tool's collector time) and the rounds run again after other work took the host
+(``rerun``; ``--rerun off``: never, ``capacity.contention: null``). ``--contention 6,0.4`` adds other work: on
+every CPU a process outside the tool's tree spins for 0.4 s at exponential intervals of mean 6 s, all at once.
 ``--spin-window 0.01`` sets every engine process's shared-memory spin window to 10 ms in both arms
 (``capacity.in_both_arms``): where client, API server, EngineCore and worker outnumber the CPUs, vLLM's 1 s window
 starves the server (docs/capacity.md, "Served on a small host").
@@ -133,13 +133,14 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
 
 def _level(level: LevelRecord) -> dict[str, Any]:
     """A level as a row keeps it, enough to see why an interval lay where it did: per arm, each round's share of
-    requests in target and the round's longest pause (s)."""
+    requests in target, its longest pause (s) and the tool's time in its collector (s)."""
     return {
         "load": round(level["load"], 3),
         **{
             arm: {
                 "met": [round(run["attainment"], 3) for run in level["runs"][arm]],
                 "pause_s": [round(run["pause_s"], 3) for run in level["runs"][arm]],
+                "tool_gc_s": [round(run.get("tool_gc_s", 0.0), 3) for run in level["runs"][arm]],
             }
             for arm in ARMS
         },

@@ -154,6 +154,7 @@ def arm_run(
         "tree_cpus": host["tree_cpus"],
         "other_cpus": host["other_cpus"],
         **({} if host["tool_wait"] is None else {"tool_wait": host["tool_wait"]}),  # Linux only
+        "tool_gc_s": host["tool_gc_s"],
         "position": float(position),  # 0: the round's first run, 1: its second
         "pause_s": metrics.get("longest_pause_ms", 0.0) / 1e3,
     }

@@ -4,7 +4,8 @@ comparison of arms.
 A served comparison on a small host runs four busy processes (the client, the API server, EngineCore and a worker)
 on few CPUs. Each run is sampled before and after: the share of the host's CPU time in use (all processes,
 ``psutil.cpu_times``), the CPU seconds of the tool's own process tree (itself, the server and the engine: what the
-comparison runs), and how long the tool's own threads waited runnable for a CPU (Linux's schedstat). A run is
+comparison runs), how long the tool's own threads waited runnable for a CPU (Linux's schedstat) and how long its
+process spent in Python's cyclic collector (a pause of its clock, however many CPUs are free). A run is
 *saturated* when at least :data:`SATURATED` of the host's CPU time was in use: vLLM's processes spinning while they
 wait keep a small host so without harm. A run's clock *waited* when the tool's threads waited for a CPU for at least
 :data:`WAITED` of its wall: the tool reads every latency (the client's clock, served), so those latencies include
@@ -16,6 +17,7 @@ difference there is the bias a paired comparison cannot remove.
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ class CpuSample:
     total_s: float
     tree_s: float
     waited_s: float | None  # the tool's threads' wait for a CPU so far (None: the platform does not say)
+    collected_s: float  # the tool's process's time in Python's cyclic collector so far (since the first sample)
 
 
 class RunLoad(TypedDict):
@@ -57,6 +60,7 @@ class RunLoad(TypedDict):
     tree_cpus: float  # CPU seconds of the tool, its server and its engine per wall second
     other_cpus: float  # CPU seconds of every other process on the host per wall second (other work)
     tool_wait: float | None  # seconds the tool's threads waited runnable for a CPU per wall second (None: unknown)
+    tool_gc_s: float  # seconds the tool's process spent in Python's cyclic collector (its threads all stopped)
 
 
 class HostRecord(TypedDict):
@@ -85,7 +89,33 @@ def cpu_sample() -> CpuSample:
     for child in own.children(recursive=True):
         with contextlib.suppress(psutil.Error):
             tree += sum(child.cpu_times()[:2])
-    return CpuSample(time.perf_counter(), total - idle, total, tree, tool_waited_s())
+    return CpuSample(time.perf_counter(), total - idle, total, tree, tool_waited_s(), _COLLECTOR.seconds())
+
+
+class _CollectorTime:
+    """The time this process has spent in Python's cyclic collector, from a ``gc.callbacks`` entry added at the first
+    reading: a collection stops every thread of the process, so a long one is a pause of the tool's clock (served:
+    the client's) and, in-process, of vLLM's front-end, which runs in the tool's process."""
+
+    def __init__(self) -> None:
+        self._began = 0.0
+        self._total = 0.0
+        self._added = False
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self._total += time.perf_counter() - self._began
+
+    def seconds(self) -> float:
+        if not self._added:
+            gc.callbacks.append(self)
+            self._added = True
+        return self._total
+
+
+_COLLECTOR = _CollectorTime()
 
 
 def tool_waited_s() -> float | None:
@@ -117,6 +147,7 @@ def run_load(before: CpuSample, after: CpuSample) -> RunLoad:
         "tree_cpus": tree / wall if wall > 0 else 0.0,
         "other_cpus": other / wall if wall > 0 else 0.0,
         "tool_wait": waited,
+        "tool_gc_s": max(after.collected_s - before.collected_s, 0.0),
     }
 
 

@@ -107,7 +107,7 @@ class LevelRecord(TypedDict):
     checks: list[dict[str, float]]  # per check of the record's checks, per arm: the share that passed it
     tiers: dict[str, LevelTierRecord]  # per tier: its checks together
     runs: dict[str, list[dict[str, float]]]  # per arm, per round: attainment, wall_s, host_busy, tree_cpus, position,
-    # other_cpus (other processes' CPUs in use), pause_s (the run's longest pause)
+    # other_cpus (other processes' CPUs in use), pause_s (the run's longest pause), tool_wait, tool_gc_s
     set_aside: dict[str, list[dict[str, float]]]  # per arm, as runs: the rounds run again (other work took the host)
 
 
