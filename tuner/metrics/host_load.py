@@ -102,7 +102,7 @@ class _CollectorTime:
         self._total = 0.0
         self._added = False
 
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
+    def _on_collection(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._began = time.perf_counter()
         else:
@@ -110,7 +110,7 @@ class _CollectorTime:
 
     def seconds(self) -> float:
         if not self._added:
-            gc.callbacks.append(self)
+            gc.callbacks.append(self._on_collection)  # a method: tuner.interrupts knows its frames as a hook's
             self._added = True
         return self._total
 
