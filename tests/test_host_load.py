@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tuner import interrupts
+from tuner.metrics import host_load
 from tuner.metrics.host_load import SATURATED, WAITED, CpuSample, cpu_sample, host_record, run_load, tool_waited_s
 from tuner.records.capacity import CAPACITY_SCHEMA, load_capacity
 
@@ -38,8 +39,8 @@ def test_a_collection_of_a_large_heap_in_the_tools_process_shows_as_its_collecto
     """500,000 objects in reference cycles, collected whole between two samples: at least as long as the collection
     took by the clock around it, less a millisecond of the clock's own grain; with nothing collected, nothing."""
     cpu_sample()  # the collector's timer is in place from here
-    timer = next(c for c in gc.callbacks if getattr(c, "__self__", None).__class__.__name__ == "_CollectorTime")
-    assert timer.__func__.__code__ in interrupts._hook_codes()  # a signal inside it is raised after it, not lost
+    timer = host_load._COLLECTOR._on_collection
+    assert timer in gc.callbacks and timer.__func__.__code__ in interrupts._hook_codes()  # a signal inside: not lost
     cycles = [[] for _ in range(500_000)]
     for cycle in cycles:
         cycle.append(cycle)

@@ -61,7 +61,6 @@ class RestartSearch(KneeSearch):
 
     engines: dict[str, StartConfig] = field(default_factory=dict)
     _ladder: dict[float, _Runs] = field(default_factory=dict)
-    _taken: set[float] = field(default_factory=set)  # the ladder's loads the planner has as levels
     _arm: str = "reference"  # the arm whose engine runs
     _out: bool = False  # the budget stopped the ladder
 
@@ -142,7 +141,6 @@ class RestartSearch(KneeSearch):
         """The ladder's levels at ``loads`` into the planner (pass 0) and the record."""
         measured = [self._measured(load, self._ladder[load]) for load in loads]
         planner.take([m.level for m in measured])
-        self._taken.update(loads)
         for each in measured:
             self._walls[each.level.load] = typical_wall(each.runs)
             self._keep(planner, each)
@@ -150,10 +148,11 @@ class RestartSearch(KneeSearch):
     def _unpaired(self) -> list[UnpairedRuns]:
         """The ladder's runs at loads that never became a level (the other arm's engine did not run its rounds
         there): measured, so kept, though no estimate has them."""
+        levels = {level["load"] for level in self.record["levels"]}
         return [
             {"load": load, "arm": arm, "runs": [figures for _, figures in runs[arm]]}
             for load, runs in sorted(self._ladder.items())
-            if load not in self._taken
+            if load not in levels
             for arm in ARMS
             if runs[arm]
         ]
