@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import threading
 import time
@@ -238,12 +239,25 @@ class OfflineSession(EngineSession):
             engine.engine_core.shutdown()
 
 
+def freeze_startup_heap() -> None:
+    """Freeze this process's heap as vLLM's OpenAI server freezes its own once it has started (its launcher calls
+    ``vllm.utils.gc_utils.freeze_gc_heap``, in every supported release). A streaming session stands in for that
+    server's front-end, so its collections scan what serving makes, not every module and the engine client loaded
+    at start: left unfrozen, a full collection of that heap (about 0.5 s on the CPU engine, the tool's records in it)
+    stalled a run in-process, as no deployed server would. Called through vLLM's module, so that the ``gc_freeze``
+    strategy's ``enabled: false``, which suppresses the server's freeze, suppresses this one too."""
+    from vllm.utils import gc_utils
+
+    gc_utils.freeze_gc_heap()
+
+
 class StreamingSession(EngineSession):
     mode = "streaming"
 
     def _start(self) -> None:
         self._loop = asyncio.Runner()
         self.engine = self._loop.run(self._create())
+        freeze_startup_heap()
 
     async def _create(self) -> Any:
         from vllm.engine.arg_utils import AsyncEngineArgs
@@ -300,6 +314,7 @@ class StreamingSession(EngineSession):
                 self._loop.run(self._shutdown(engine))
             finally:
                 self._loop.close()
+                gc.unfreeze()  # what this engine left alive goes back to the collector
 
     def _wake_waiters(self, error: EngineError) -> None:
         # AsyncLLM fails its request streams itself once vLLM notices; utility calls it leaves pending.
