@@ -80,7 +80,7 @@ def serve(
     clock, admitted, steps = arrivals[:, 0].copy(), np.zeros(runs, np.int64), np.zeros(runs, np.int64)
     cap, out = 256, s.output_tokens
     stall_at, pending = stall if stall is not None else (np.zeros(runs), np.zeros(runs))
-    pending = pending.copy()
+    pending, stalling = pending.copy(), bool(pending.any())  # no stall: the step loop does no work for them
     ends: Floats = np.zeros((runs, cap))  # per step: its end
     upto: npt.NDArray[np.int64] = np.full((runs, cap), n, np.int64)  # per step: admitted so far
     active = rows
@@ -99,9 +99,10 @@ def serve(
         prefill = cum[active, a + new] - cum[active, a]
         step = (s.base_s + s.per_seq_s * (running + new) + s.per_token_s * prefill) * slowness[active]
         step *= np.exp(jitter * rng.standard_normal(active.size))
-        stalled = ~idle & (pending[active] > 0) & (clock[active] >= stall_at[active])
-        step = step + np.where(stalled, pending[active], 0.0)
-        pending[active[stalled]] = 0.0
+        if stalling:
+            stalled = ~idle & (pending[active] > 0) & (clock[active] >= stall_at[active])
+            step = step + np.where(stalled, pending[active], 0.0)
+            pending[active[stalled]] = 0.0
         clock[active] = np.where(idle, arrivals[active, np.minimum(a, n - 1)], clock[active] + step)
         go = active[~idle]
         ends[go, steps[go]] = clock[go]
