@@ -133,9 +133,11 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
 
 def _level(level: LevelRecord) -> dict[str, Any]:
     """A level as a row keeps it, enough to see why an interval lay where it did: per arm, each round's share of
-    requests in target, its longest pause (s) and the tool's time in its collector (s)."""
+    requests in target, its longest pause (s) and the tool's time in its collector (s), and each round's pass (the
+    rounds measured together across loads, which the interval resamples whole)."""
     return {
         "load": round(level["load"], 3),
+        "passes": level.get("passes"),
         **{
             arm: {
                 "met": [round(run["attainment"], 3) for run in level["runs"][arm]],

@@ -128,6 +128,7 @@ class KneeSearch:
                 "load": level.load,
                 "offered_rps": measured.offered_rps,
                 "rounds": 0,
+                "passes": [],
                 "requests": measured.requests,
                 "attainment": {},
                 "difference": None,
@@ -149,6 +150,7 @@ class KneeSearch:
         entry.update(
             {
                 "rounds": level.rounds,
+                "passes": list(level.passes),
                 "attainment": first["attainment"],
                 "difference": first["difference"],
                 "checks": [_shares(counts) for counts in level.checks],

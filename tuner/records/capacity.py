@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from tuner.metrics import HostRecord
 from tuner.records.files import read_schema_json, write_json
@@ -101,6 +101,7 @@ class LevelRecord(TypedDict):
     load: float
     offered_rps: float  # requests over the span of their send times at this load (inf: all sent at once)
     rounds: int
+    passes: NotRequired[list[int]]  # each round's pass, in the order of ``runs``; absent before 2026-11-30
     requests: int  # per arm and round
     attainment: dict[str, float]  # per arm: the first tier's (every check of it passed), pooled over rounds
     difference: AttainmentDifferenceRecord | None  # the first tier's, configuration - reference; None at 1 round
