@@ -11,7 +11,8 @@ the engine test's (``tests/engine/test_capacity_engine.py``): 48 requests of 16 
 serve`` every search runs through one OpenAI server the tool starts (client, API server, EngineCore and worker on
 this host), as ``mode: serve`` does. Each row keeps the host's load over its runs (``host``: how many were
 saturated per arm, and the closing note), each load's rounds (``levels``: per arm, each round's share of requests
-in target, its longest pause and the tool's collector time) and the rounds run again after other work took the host
+in target, its longest pause and the tool's collector time; each round's pass, the requests per run and the
+discordant requests, enough to estimate the search again) and the rounds run again after other work took the host
 (``rerun``; ``--rerun off``: never, ``capacity.contention: null``). ``--contention 6,0.4`` adds other work: on
 every CPU a process outside the tool's tree spins for 0.4 s at exponential intervals of mean 6 s, all at once.
 ``--spin-window 0.01`` sets every engine process's shared-memory spin window to 10 ms in both arms
@@ -134,10 +135,14 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
 def _level(level: LevelRecord) -> dict[str, Any]:
     """A level as a row keeps it, enough to see why an interval lay where it did: per arm, each round's share of
     requests in target, its longest pause (s) and the tool's time in its collector (s), and each round's pass (the
-    rounds measured together across loads, which the interval resamples whole)."""
+    rounds measured together across loads, which the interval resamples whole), with its requests per run and the
+    discordant requests (only the reference's, only the configuration's), enough to estimate the search again."""
+    difference = level["difference"]
     return {
         "load": round(level["load"], 3),
         "passes": level.get("passes"),
+        "requests": level["requests"],
+        "discordant": difference["discordant"] if difference else None,
         **{
             arm: {
                 "met": [round(run["attainment"], 3) for run in level["runs"][arm]],
