@@ -42,6 +42,7 @@ from tuner.measure.workbench import Workbench, open_session
 from tuner.plugin.protocol import StrategySet, encode_spec
 from tuner.records import ARMS, LevelRecord
 from tuner.records.files import write_json
+from tuner.stats import CapacityEstimateRecord
 from tuner.vllm.environment import environment_record
 
 ENGINE = {
@@ -103,7 +104,6 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
     began = time.perf_counter()
     _, record = capacity_on(bench, exp, StartConfig(strategies=CONFIGURATIONS[kind]))
     estimate = record["estimate"]
-    low, high = (estimate["ci_low"], estimate["ci_high"]) if estimate else (None, None)
     arms = (estimate["capacity_a"], estimate["capacity_b"]) if estimate else ()
     row = {
         "kind": kind,
@@ -111,10 +111,7 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
         "in_both_arms": exp.capacity.in_both_arms if exp.capacity else {},
         "server_nice": exp.serve.server_nice if exp.mode == "serve" else None,
         "seed": exp.workload.seed,
-        "ratio": estimate["ratio"] if estimate else None,
-        "ci": [low, high],
-        "covers_1": (low is None or low <= 1) and (high is None or high >= 1),
-        "below_1": high is not None and high < 1,
+        **verdict(estimate),
         "capacity": [arm["load"] for arm in arms],
         "bounds": [arm["bound"] for arm in arms],
         "loads": len(record["levels"]),
@@ -132,6 +129,17 @@ def search(bench: Workbench, exp: Experiment, kind: str) -> dict[str, Any]:
     }
     print(f"{kind} seed {row['seed']}: {row['summary']} ({row['spent_s']} s, {row['stop']})", flush=True)
     return row
+
+
+def verdict(estimate: CapacityEstimateRecord | None) -> dict[str, Any]:
+    """A row's ratio and CI (None: open on that side, or no estimate), and whether the CI covers 1 or lies below it."""
+    low, high = (estimate["ci_low"], estimate["ci_high"]) if estimate else (None, None)
+    return {
+        "ratio": estimate["ratio"] if estimate else None,
+        "ci": [low, high],
+        "covers_1": (low is None or low <= 1) and (high is None or high >= 1),
+        "below_1": high is not None and high < 1,
+    }
 
 
 def _level(level: LevelRecord) -> dict[str, Any]:

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 from typing import Any
 
-from benchmarks.engine.capacity_aa import ATTAINMENT, spread
+from benchmarks.engine.capacity_aa import ATTAINMENT, spread, verdict
 from tuner.records import ARMS
 from tuner.stats import LevelResult, PairedCounts, capacity_ratio
 
@@ -43,16 +42,7 @@ def levels_of(row: dict[str, Any]) -> list[LevelResult]:
 
 def estimated(row: dict[str, Any]) -> dict[str, Any]:
     """The row with its ratio and CI as the rule now gives them from its levels."""
-    estimate = capacity_ratio(levels_of(row), ATTAINMENT)
-    low = estimate.ci_low if estimate.ci_low > 0 else None
-    high = estimate.ci_high if math.isfinite(estimate.ci_high) else None
-    return {
-        **row,
-        "ratio": estimate.ratio,
-        "ci": [low, high],
-        "covers_1": (low is None or low <= 1) and (high is None or high >= 1),
-        "below_1": high is not None and high < 1,
-    }
+    return {**row, **verdict(capacity_ratio(levels_of(row), ATTAINMENT).to_dict())}
 
 
 def main() -> None:
@@ -63,8 +53,9 @@ def main() -> None:
     kept = [r for r in rows if r["levels"] and all(level.get("passes") for level in r["levels"])]
     print(f"{len(kept)} of {len(rows)} searches keep their passes")
     for mode in sorted({r["mode"] for r in kept}):
-        again = [estimated(r) for r in kept if r["mode"] == mode]
-        for old, new in zip((r for r in kept if r["mode"] == mode), again, strict=True):
+        recorded = [r for r in kept if r["mode"] == mode]
+        again = [estimated(r) for r in recorded]
+        for old, new in zip(recorded, again, strict=True):
             print(f"{mode} {old['kind']} seed {old['seed']}: recorded {_said(old)}, now {_said(new)}")
         print(f"{mode}: {json.dumps(spread(again))}")
 
