@@ -35,11 +35,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
-from functools import cache
 from typing import NamedTuple
 
 import numpy as np
-import numpy.typing as npt
 from scipy.stats import norm as normal
 from scipy.stats import t as student
 
@@ -52,6 +50,7 @@ from tuner.stats.capacity_records import (
     open_or_none,
 )
 from tuner.stats.crossing import BOUNDS, Array, Crossing, Crossings, binding, crossings_of, signed_log
+from tuner.stats.pass_bootstrap import Draws, pass_bootstrap, stretched_interval
 
 METHOD = "isotonic-crossing-pass-bootstrap-t-stretch"
 
@@ -268,25 +267,6 @@ def tier_crossings(levels: Sequence[LevelResult], target: Target) -> tuple[Cross
     )
 
 
-@cache
-def _stretch(passes: int, confidence: float) -> float:
-    """How far a bootstrap percentile interval over ``passes`` clusters is widened: sqrt(p / (p - 1)) t / z."""
-    tail = (1 + confidence) / 2
-    return math.sqrt(passes / (passes - 1)) * float(student.ppf(tail, passes - 1) / normal.ppf(tail))
-
-
-def _percentiles(point: float, resampled: npt.ArrayLike, passes: int, confidence: float) -> tuple[float, float]:
-    """The stretched percentile interval of a log quantity from its resampled values (-inf/+inf: censored that
-    way; nan: unknown, counted against both sides)."""
-    tail = (1 - confidence) / 2
-    values = np.asarray(resampled, dtype=np.float64)
-    k = len(values)
-    low = np.sort(np.where(np.isnan(values), -np.inf, values))[math.floor(tail * k)]
-    high = np.sort(np.where(np.isnan(values), np.inf, values))[math.ceil((1 - tail) * k) - 1]
-    c = _stretch(passes, confidence)
-    return point - c * max(point - low, 0.0), point + c * max(high - point, 0.0)
-
-
 def _ratio_bound(bound_a: Bound, bound_b: Bound) -> RatioBound:
     """Which side of value_b / value_a the true ratio can lie on, given each arm's bound."""
     low = bound_a == "at_least" or bound_b == "below"  # the ratio may be smaller than stated
@@ -294,13 +274,12 @@ def _ratio_bound(bound_a: Bound, bound_b: Bound) -> RatioBound:
     return "unknown" if low and high else "at_most" if low else "at_least" if high else "exact"
 
 
-def _resampled(loads: Array, table: Array, shares: Sequence[Share], resamples: int, seed: int) -> list[Array]:
-    """Each arm's signed log capacity (:func:`tuner.stats.crossing.signed_log`) in ``resamples`` bootstrap draws of
-    whole passes, the same draws for both arms and every check."""
+def _resampled(loads: Array, table: Array, shares: Sequence[Share], draws: Array) -> list[Array]:
+    """Each arm's signed log capacity (:func:`tuner.stats.crossing.signed_log`) in each resample of passes weighted by
+    a row of ``draws``, the same weights for both arms and every check."""
     passes = table.shape[1]
-    draws = np.random.default_rng(seed).multinomial(passes, np.full(passes, 1 / passes), resamples).astype(float)
     resampled = np.asarray(draws @ table.transpose(1, 0, 2, 3).reshape(passes, -1), dtype=np.float64)
-    return [signed_log(arm) for arm in _arms(loads, resampled.reshape(resamples, *table[:, 0].shape), shares)]
+    return [signed_log(arm) for arm in _arms(loads, resampled.reshape(len(draws), *table[:, 0].shape), shares)]
 
 
 def _capacity(arm: Crossings, bound: Bound, interval: tuple[float, float]) -> Capacity:
@@ -324,6 +303,14 @@ def capacity_ratio(
     """Each arm's capacity at ``target`` (a share of check 0, or a tier of :class:`Share`) and capacity B /
     capacity A, from every measured level (levels at the same load are pooled), with ``resamples`` bootstrap draws
     of passes from ``seed``. Intervals need two passes; with one they are open."""
+    return estimate_with(levels, target, pass_bootstrap(resamples, seed), confidence=confidence)
+
+
+def estimate_with(
+    levels: Sequence[LevelResult], target: Target, draws: Draws, *, confidence: float = 0.95
+) -> CapacityEstimate:
+    """:func:`capacity_ratio` with the passes weighted by ``draws`` in the resamples (the simulation compares other
+    weights with the bootstrap's on the same searches)."""
     if not levels:
         raise ValueError("no load levels")
     if not 0 < confidence < 1:
@@ -335,7 +322,7 @@ def capacity_ratio(
     full = _arms(loads, table.sum(axis=1)[None], shares)
     arms = [BOUNDS[int(arm.code[0])] for arm in full]
     passes = table.shape[1]
-    boot = _resampled(loads, table, shares, resamples, seed)
+    boot = _resampled(loads, table, shares, draws(table))
     beside = sorted({int(i) for arm in full for i in (arm.last_met[0], arm.first_missed[0]) if 0 <= i < len(loads)})
     near = {float(loads[i]) for i in beside}
     moved = _floor(loads, counts, near, shares, confidence)
@@ -346,9 +333,9 @@ def capacity_ratio(
     if informed < 2:
         low, high, capacities = -math.inf, math.inf, [(-math.inf, math.inf)] * 2
     else:
-        low, high = _percentiles(point, ratios, informed, confidence)
+        low, high = stretched_interval(point, ratios, informed, confidence)
         capacities = [
-            _percentiles(float(a.log_load[0]), b, informed, confidence) for a, b in zip(full, boot, strict=True)
+            stretched_interval(float(a.log_load[0]), b, informed, confidence) for a, b in zip(full, boot, strict=True)
         ]
         low = min(low, float(moved.log_load[0] - full[0].log_load[0])) if moved.code[0] != -1 else -math.inf
         high = max(high, float(moved.log_load[1] - full[0].log_load[0])) if moved.code[1] != 1 else math.inf
