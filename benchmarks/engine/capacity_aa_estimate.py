@@ -2,12 +2,14 @@
 under the interval rule the tool has now (``tuner.stats.capacity``).
 
     python -m benchmarks.engine.capacity_aa_estimate [--file results/reference/capacity-aa-cpu.json]
+        [--draws bootstrap|dirichlet|levels_kept]
 
 A row keeps, per load, each round's share of requests in target per arm, its pass, the requests per run and the
 discordant requests (``capacity_aa``): the per-pass table the bootstrap resamples and the counts the interval's
 floor pools, so the estimate is rebuilt as the search made it. Rows from before the passes were kept are left out.
 It prints, per mode, each search's recorded and rebuilt estimate, and the series' coverage and A/A spread under the
-rule now (``capacity_aa.spread``), so a change to the rule is judged on the engine's own searches at once.
+rule now (``capacity_aa.spread``), so a change to the rule is judged on the engine's own searches at once; with
+``--draws``, under the tool's rule with the passes weighted as ``benchmarks.resampling`` says instead.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.engine.capacity_aa import ATTAINMENT, spread, verdict
+from benchmarks.resampling import RULES
 from tuner.records import ARMS
 from tuner.stats import LevelResult, PairedCounts, capacity_ratio
+from tuner.stats.capacity import estimate_with
+from tuner.stats.pass_bootstrap import Draws
 
 
 def levels_of(row: dict[str, Any]) -> list[LevelResult]:
@@ -40,21 +45,26 @@ def levels_of(row: dict[str, Any]) -> list[LevelResult]:
     return levels
 
 
-def estimated(row: dict[str, Any]) -> dict[str, Any]:
-    """The row with its ratio and CI as the rule now gives them from its levels."""
-    return {**row, **verdict(capacity_ratio(levels_of(row), ATTAINMENT).to_dict())}
+def estimated(row: dict[str, Any], draws: Draws | None = None) -> dict[str, Any]:
+    """The row with its ratio and CI as the rule now gives them from its levels (with the passes weighted by
+    ``draws`` in place of the bootstrap's, if given)."""
+    levels = levels_of(row)
+    found = capacity_ratio(levels, ATTAINMENT) if draws is None else estimate_with(levels, ATTAINMENT, draws)
+    return {**row, **verdict(found.to_dict())}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--file", type=Path, default=Path("results/reference/capacity-aa-cpu.json"))
+    parser.add_argument("--draws", choices=["bootstrap", *RULES], default="bootstrap", help="how passes are weighted")
     args = parser.parse_args()
+    draws = RULES.get(args.draws)
     rows = json.loads(args.file.read_text())["searches"]
     kept = [r for r in rows if r["levels"] and all(level.get("passes") for level in r["levels"])]
     print(f"{len(kept)} of {len(rows)} searches keep their passes")
     for mode in sorted({r["mode"] for r in kept}):
         recorded = [r for r in kept if r["mode"] == mode]
-        again = [estimated(r) for r in recorded]
+        again = [estimated(r, draws) for r in recorded]
         for old, new in zip(recorded, again, strict=True):
             print(f"{mode} {old['kind']} seed {old['seed']}: recorded {_said(old)}, now {_said(new)}")
         print(f"{mode}: {json.dumps(spread(again))}")

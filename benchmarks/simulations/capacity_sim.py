@@ -15,13 +15,15 @@ host stops once, at a random time, for a quarter of the run's span of arrivals: 
 met 40-77% of its requests where the rounds beside met all); B's steps take (1 - effect) of A's. Both arms of a round
 replay the same requests, and every round of a search's pass one request set at every load (seeded by the pass).
 True capacities: the crossing of each arm's expected attainment (4,000 runs per evaluation, common random numbers,
-drift at its stationary spread) with the target, by bisection in log load. Prints and writes as JSON, every rate
-with its Wilson 95% interval: (1) under A/A at 3, 5 and 8 rounds, at the knee (bursty, Poisson) and past it (1.4 x
-bursty, 1.2 x Poisson), the attainment test's false-positive rate beside request-level McNemar, 10 chunks per round
-as clusters and rounds as clusters with the normal quantile, and its power; (2) over whole searches, the ratio's
-coverage of 1 (A/A) and of the truth (B faster), the shares excluding 1 or open, median precision, the estimates'
-SD and bias (log) and the intervals' mean half-width over that SD, rounds and runs, beside the delete-one-pass
-jackknife with t and the bootstrap percentile without stretch (both without the floor).
+drift at its stationary spread) with the target, by bisection in log load; also without drift, since a search pools
+rounds over its own stretch of the drift, not its whole spread (the truth must not hang on that). Prints and writes
+as JSON, every rate with its Wilson 95% interval: (1) under A/A at 3, 5 and 8 rounds, at the knee (bursty, Poisson)
+and past it (1.4 x bursty, 1.2 x Poisson), the attainment test's false-positive rate beside request-level McNemar, 10
+chunks per round as clusters and rounds as clusters with the normal quantile, and its power; (2) over whole searches,
+the ratio's coverage of 1 (A/A) and of the truth (B faster), the shares excluding 1 or open, median precision, the
+estimates' SD, bias (log; mean with its standard error, and median) and the intervals' mean half-width over that SD,
+rounds and runs, beside the delete-one-pass jackknife with t, the bootstrap percentile without stretch (both without
+the floor) and the tool's rule with other weights of the passes (``benchmarks.resampling``), on the same searches.
 """
 
 from __future__ import annotations
@@ -40,12 +42,14 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from benchmarks.resampling import RULES
 from benchmarks.simulations.capacity_model import Host, Server, World, drift_series, rounds_at, true_capacity, workload
 from tuner.capacity import KneePlanner
 from tuner.records.files import write_json
 from tuner.stats import capacity
 from tuner.stats.attainment import PairedCounts, attainment_difference, round_design_effect, tango_score
 from tuner.stats.capacity import LevelResult
+from tuner.stats.pass_bootstrap import pass_bootstrap
 
 
 def rounded(value: Any) -> Any:
@@ -135,7 +139,8 @@ def run_searches(
 
 def rejected_intervals(levels: tuple[LevelResult, ...], target: float, confidence: float = 0.95) -> dict[str, Any]:
     """The log-ratio intervals the tool's was chosen over, on its own pieces: the delete-one-pass jackknife with the
-    t quantile, and the bootstrap percentile without the stretch (both without the floor)."""
+    t quantile, the bootstrap percentile without the stretch (both without the floor), and the tool's rule with the
+    passes weighted otherwise (``benchmarks.resampling``)."""
     loads, _, table = capacity._table(levels)
     passes, shares = table.shape[1], capacity.tier(target)
     full = capacity._arms(loads, table.sum(axis=1)[None], shares)
@@ -146,13 +151,16 @@ def rejected_intervals(levels: tuple[LevelResult, ...], target: float, confidenc
     finite = bool(np.all(np.isfinite(replicates)))
     se = math.sqrt((passes - 1) / passes * float(np.sum((replicates - replicates.mean()) ** 2))) if finite else math.inf
     half = float(stats.t.ppf((1 + confidence) / 2, passes - 1)) * se
-    boot = capacity._resampled(loads, table, shares, 2000, 0)
+    boot = capacity._resampled(loads, table, shares, pass_bootstrap(2000, 0)(table))
     with np.errstate(invalid="ignore"):
         values = boot[1] - boot[0]
     tail = (1 - confidence) / 2
     low = np.sort(np.where(np.isnan(values), -np.inf, values))[math.floor(tail * len(values))]
     high = np.sort(np.where(np.isnan(values), np.inf, values))[math.ceil((1 - tail) * len(values)) - 1]
-    return {"jackknife_t": (point - half, point + half), "bootstrap_percentile": (float(low), float(high))}
+    others = {name: capacity.estimate_with(levels, target, draws) for name, draws in RULES.items()}
+    return {"jackknife_t": (point - half, point + half), "bootstrap_percentile": (float(low), float(high))} | {
+        name: (math.log(e.ci_low) if e.ci_low > 0 else -math.inf, math.log(e.ci_high)) for name, e in others.items()
+    }
 
 
 def summarize_searches(searches: list[KneePlanner], truth: float) -> dict[str, Any]:
@@ -176,6 +184,8 @@ def summarize_searches(searches: list[KneePlanner], truth: float) -> dict[str, A
         "sd_log_ratio": (sd := float(np.std(log_ratios, ddof=1))),  # a calibrated 95% CI's half-width: ~2 SDs
         "mean_half_width_over_sd": {k: float(np.mean([x for x in v if x < math.inf]) / sd) for k, v in halves.items()},
         "bias_log": float(np.mean(log_ratios) - math.log(truth)),
+        "bias_log_se": sd / math.sqrt(len(log_ratios)),
+        "median_bias_log": float(np.median(log_ratios) - math.log(truth)),
         "excludes_1": rate(sum(e.flagged for _, e in done), len(done)),
         "open_interval": rate(len(done) - len(bounded), len(done)),
         "median_precision": float(np.median([e.precision for e in bounded])) if bounded else None,
@@ -222,7 +232,10 @@ def main() -> None:
         knees[bursty, effect] = true_capacity(worlds[bursty], args.target, effect)
         arrivals = "bursty" if bursty else "poisson"
         result["truth"][f"{arrivals}_knee_effect_{effect}"] = knees[bursty, effect]
-        print(f"true knee, {arrivals}, B's steps x{1 - effect:.2f}: {knees[bursty, effect]:.3f}", flush=True)
+        still = true_capacity(replace(worlds[bursty], host=replace(host, drift_sd=0.0)), args.target, effect)
+        result["truth"][f"{arrivals}_knee_effect_{effect}_no_drift"] = still
+        print(f"true knee, {arrivals}, B's steps x{1 - effect:.2f}: {knees[bursty, effect]:.3f} ({still:.3f} without "
+              "drift)", flush=True)  # fmt: skip
 
     tests: dict[str, Any] = {}
     places = (("bursty", True, 1.0), ("poisson", False, 1.0), ("bursty_x1.4", True, 1.4), ("poisson_x1.2", False, 1.2))
@@ -249,8 +262,9 @@ def main() -> None:
         covered = ", ".join(show(k, v) for k, v in summary["covered"].items())
         shares = f"{show('excludes 1', summary['excludes_1'])}, {show('open', summary['open_interval'])}"
         print(f"{name}: covered {covered}; {shares}; median precision {summary['median_precision']:.2%}; half-width "
-              f"/ SD {summary['mean_half_width_over_sd']['tool']:.2f}, bias {summary['bias_log']:+.4f}; runs "
-              f"{summary['runs']['mean']:.0f} ({time.perf_counter() - began:.0f} s)", flush=True)  # fmt: skip
+              f"/ SD {summary['mean_half_width_over_sd']['tool']:.2f}, bias {summary['bias_log']:+.4f} (SE "
+              f"{summary['bias_log_se']:.4f}); runs {summary['runs']['mean']:.0f} "
+              f"({time.perf_counter() - began:.0f} s)", flush=True)  # fmt: skip
     result["capacity"] = searches
     result["seconds"] = round(time.perf_counter() - began, 1)
     write_json(args.out, rounded(result))
