@@ -157,10 +157,13 @@ def rejected_intervals(levels: tuple[LevelResult, ...], target: float, confidenc
     tail = (1 - confidence) / 2
     low = np.sort(np.where(np.isnan(values), -np.inf, values))[math.floor(tail * len(values))]
     high = np.sort(np.where(np.isnan(values), np.inf, values))[math.ceil((1 - tail) * len(values)) - 1]
-    others = {name: capacity.estimate_with(levels, target, draws) for name, draws in RULES.items()}
-    return {"jackknife_t": (point - half, point + half), "bootstrap_percentile": (float(low), float(high))} | {
-        name: (math.log(e.ci_low) if e.ci_low > 0 else -math.inf, math.log(e.ci_high)) for name, e in others.items()
-    }
+    others = {name: log_interval(capacity.estimate_with(levels, target, draws)) for name, draws in RULES.items()}
+    return {"jackknife_t": (point - half, point + half), "bootstrap_percentile": (float(low), float(high))} | others
+
+
+def log_interval(estimate: capacity.CapacityEstimate) -> tuple[float, float]:
+    """The estimate's interval on the log scale (an open lower side: -inf)."""
+    return math.log(estimate.ci_low) if estimate.ci_low > 0 else -math.inf, math.log(estimate.ci_high)
 
 
 def summarize_searches(searches: list[KneePlanner], truth: float) -> dict[str, Any]:
@@ -169,7 +172,7 @@ def summarize_searches(searches: list[KneePlanner], truth: float) -> dict[str, A
     covered: Counter[str] = Counter()
     halves: dict[str, list[float]] = {}
     for search, e in done:
-        intervals = {"tool": (math.log(e.ci_low) if e.ci_low > 0 else -math.inf, math.log(e.ci_high))}
+        intervals = {"tool": log_interval(e)}
         intervals |= rejected_intervals(search.levels, e.target) if e.passes > 1 else {}
         for name, (low, high) in intervals.items():
             covered[name] += low <= math.log(truth) <= high
