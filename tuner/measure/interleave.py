@@ -15,8 +15,8 @@ default (``estimand="body"``) it is the **body's**: each step's time up to a cap
 the whole time (pauses included) as the guard the verdict also needs (:mod:`tuner.stats.body`), because the rare
 pauses carry most of the plain mean's noise. The plain mean (``"mean"``) weighs a rare long pause by its time; it is
 what a comparison driven by arrivals (steps of every composition, whose long prefill steps are no pauses) and the
-mutator of a GC-pacing comparison (no pauses left) measure. A screening spends its
-time budget, stopping earlier only once its CI is no wider than ``min_effect``
+mutator of a GC-pacing comparison (no pauses left) measure. A screening spends its time budget (and runs past it
+until it holds the two pairs an estimate needs), stopping earlier only once its CI is no wider than ``min_effect``
 (:func:`tuner.stats.reached_precision`); a confirmation look stops at ``target_pairs``. The front-end is not in a
 step's time: it runs the reference set throughout.
 """
@@ -76,6 +76,13 @@ from tuner.stats import (
 Estimand = Literal["body", "mean"]
 PairSums = tuple[BlockSum, BlockSum]  # (A, B) steps and seconds of one pair
 
+LEAST_PAIRS = 2
+"""The fewest pairs an estimate is made from; a comparison runs past its budget until it holds them."""
+OVERRUN_S = 60.0
+"""How long past its budget a comparison waits for :data:`LEAST_PAIRS`: long blocks on a slow engine may not fit a
+small share of a budget (a GC pilot's 32-step pair at a 20 ms step outlasts 0.8 s), and a comparison that ended
+before its second arm's first block ran would blame that arm's strategies for never running."""
+
 
 @dataclass(frozen=True)
 class EngineFacts:
@@ -130,7 +137,7 @@ class InterleaveResult:
 
     def estimate_at(self, confidence: float) -> RatioEstimate | None:
         """The same step-time ratio of sums at another confidence (None below two pairs)."""
-        return _ratio(self.sums, margin=None, confidence=confidence) if len(self.sums) >= 2 else None
+        return _ratio(self.sums, margin=None, confidence=confidence) if len(self.sums) >= LEAST_PAIRS else None
 
     @property
     def mean_step_s(self) -> dict[str, float | None]:
@@ -196,14 +203,14 @@ def interleaved_comparison(
     exclude_gc: bool = False,
     estimand: Estimand = "body",
 ) -> InterleaveResult:
-    """Compare two step-switchable strategy sets inside the running engine of ``bench`` for ``budget_s`` seconds,
-    stopping earlier once ``min_pairs`` pairs give a CI no wider than ``min_effect`` (None: spend the budget; it is
-    also the equivalence margin of the verdict), or with ``target_pairs`` as soon as that many pairs are measured
-    (a confirmation look). With ``arrivals`` the engine is loaded by the workload's requests at their send times
-    (its concurrency cap too), else by offline batches. With ``exclude_gc`` a step counts its time without the GC
-    pauses on its critical path (EngineCore's and its workers'): the mutator of a GC-pacing comparison
-    (:mod:`tuner.measure.gc_pacing`). ``estimand`` (the body, guarded, or the plain mean) holds offline; arrivals
-    and the mutator are measured by the plain mean. Raises
+    """Compare two step-switchable strategy sets inside the running engine of ``bench`` for ``budget_s`` seconds (past
+    them until it holds :data:`LEAST_PAIRS` pairs), stopping earlier once ``min_pairs`` pairs give a CI no wider than
+    ``min_effect`` (None: spend the budget; it is also the equivalence margin of the verdict), or with ``target_pairs``
+    as soon as that many pairs are measured (a confirmation look). With ``arrivals`` the engine is loaded by the
+    workload's requests at their send times (its concurrency cap too), else by offline batches. With ``exclude_gc`` a
+    step counts its time without the GC pauses on its critical path (EngineCore's and its workers'): the mutator of a
+    GC-pacing comparison (:mod:`tuner.measure.gc_pacing`). ``estimand`` (the body, guarded, or the plain mean) holds
+    offline; arrivals and the mutator are measured by the plain mean. Raises
     :class:`~tuner.measure.workbench.StrategyNotActive` when a strategy of either arm did not run in a process where it
     belongs (its counters did not move): no number from it."""
     counting = Counting(block_steps, arrivals, exclude_gc, "mean" if arrivals or exclude_gc else estimand)
@@ -216,8 +223,9 @@ def interleaved_comparison(
     workload = bench.experiment.workload
     offsets, concurrency = (bench.offsets, workload.concurrency) if arrivals else ([0.0] * len(bench.requests), None)
     started = time.perf_counter()
+    sums: list[PairSums] = []
     try:
-        while time.perf_counter() - started < budget_s:
+        while _goes_on(time.perf_counter() - started, budget_s, len(sums)):
             bench.fresh_prefix_cache()
             session.run(bench.requests, offsets, workload.sampling, concurrency)
             blocks += _drain(session.control(INTERLEAVE_DRAIN))
@@ -254,11 +262,12 @@ def step_pairs(
     exclude_gc: bool = False,
     estimand: Estimand = "body",
 ) -> list[Pair]:
-    """``wanted`` fresh step-level pairs (fewer when ``budget_s`` runs out) of ``trial`` against ``reference``, each
-    as (trial steps, their seconds, reference steps, their seconds): a confirmation look's ratio-of-sums data,
-    the engine loaded and its steps counted as in the screening (``arrivals``: by the workload's send times;
-    ``exclude_gc``: the mutator's seconds; ``estimand``). Where the body is measured, the seconds are the body's
-    and each pair carries the arms' whole seconds after them, for the guard (:data:`tuner.metrics.pairs.Pair`)."""
+    """``wanted`` fresh step-level pairs (fewer, but at least :data:`LEAST_PAIRS`, when ``budget_s`` runs out) of
+    ``trial`` against ``reference``, each as (trial steps, their seconds, reference steps, their seconds): a
+    confirmation look's ratio-of-sums data, the engine loaded and its steps counted as in the screening (``arrivals``:
+    by the workload's send times; ``exclude_gc``: the mutator's seconds; ``estimand``). Where the body is measured, the
+    seconds are the body's and each pair carries the arms' whole seconds after them, for the guard
+    (:data:`tuner.metrics.pairs.Pair`)."""
     result = interleaved_comparison(
         bench,
         reference,
@@ -275,6 +284,12 @@ def step_pairs(
     if result.estimand == "mean":
         return [(b[0], b[1], a[0], a[1]) for a, b in result.sums]
     return [(b[0], b[1], a[0], a[1], wb[1], wa[1]) for (a, b), (wa, wb) in zip(result.sums, result.whole, strict=True)]
+
+
+def _goes_on(elapsed_s: float, budget_s: float, pairs: int) -> bool:
+    """Whether a comparison runs another batch: within its budget, or past it until it holds :data:`LEAST_PAIRS`
+    (for at most :data:`OVERRUN_S`)."""
+    return elapsed_s < budget_s or (pairs < LEAST_PAIRS and elapsed_s < budget_s + OVERRUN_S)
 
 
 def _drain(reports: list[ProcessReport]) -> list[BlockRecord]:
@@ -324,9 +339,9 @@ class Counting:
             whole = sums
         else:
             whole = pair_sums(blocks, size, least_comparable(self.block_steps)) if size is not None else []
-        estimate = _ratio(sums, margin=margin) if len(sums) >= 2 else None
+        estimate = _ratio(sums, margin=margin) if len(sums) >= LEAST_PAIRS else None
         guard = None
-        if self.estimand == "body" and len(whole) >= 2:
+        if self.estimand == "body" and len(whole) >= LEAST_PAIRS:
             guard = WholeGuard(_ratio(whole, margin=margin), GUARD_MARGIN)
         facts = facts or EngineFacts()
         compared = (
