@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tuner.measure.interleave import Counting
+from tuner.measure.interleave import LEAST_PAIRS, OVERRUN_S, Counting, _goes_on
 from tuner.measure.step_sums import (
     ANY_WORK,
     block_mean,
@@ -209,3 +209,14 @@ def test_arms_spread_over_every_phase_of_a_periodic_batch() -> None:
     print(f"arm A share by phase: {min(shares):.3f}-{max(shares):.3f}")
     assert all(0.25 <= share <= 0.75 for share in shares), shares
     assert abs(sum(shares) / len(shares) - 0.5) < 0.05
+
+
+def test_a_comparison_runs_past_its_budget_until_it_holds_the_pairs_an_estimate_needs() -> None:
+    """A GC pilot's 0.8 s share held no block of its second arm on a slow engine (32-step blocks at 20 ms): it ran on
+    past its budget until both arms had a pair, else ``check_ran`` blamed the second arm's strategies for not
+    running. It stops at its budget once it holds them, and past the overrun whatever it holds."""
+    assert _goes_on(0.5, 0.8, 0)  # within the budget
+    assert not _goes_on(0.9, 0.8, LEAST_PAIRS)  # budget spent, an estimate possible
+    assert _goes_on(0.9, 0.8, LEAST_PAIRS - 1)  # budget spent, no estimate yet
+    assert _goes_on(0.9, 0.0, 0)  # a part left no budget (the mutator after a long pilot): still two pairs
+    assert not _goes_on(0.8 + OVERRUN_S, 0.8, 0)  # an engine that makes no pairs is not waited for forever
