@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from tuner.measure.engine_facts import EngineFacts
 from tuner.measure.stalls import CompareStep, StallComparison, compare_stalls
 from tuner.measure.step_sums import (
     ANY_WORK,
@@ -41,16 +42,7 @@ from tuner.measure.step_sums import (
     pair_sums,
 )
 from tuner.measure.workbench import Workbench, check_ran
-from tuner.measure.worker_gc import (
-    ArmPacing,
-    GcPause,
-    arm_pacing,
-    engine_pauses,
-    is_engine_process,
-    is_worker_only,
-    with_worker_gc,
-    worker_pauses,
-)
+from tuner.measure.worker_gc import ArmPacing, GcPause, with_worker_gc, worker_pauses
 from tuner.measure.workload import replay_line
 from tuner.metrics import HIGHER_IS_BETTER, STEP_LEVEL_METRICS, Pair
 from tuner.plugin.protocol import (
@@ -82,32 +74,6 @@ OVERRUN_S = 60.0
 """How long past its budget a comparison waits for :data:`LEAST_PAIRS`: long blocks on a slow engine may not fit a
 small share of a budget (a GC pilot's 32-step pair at a 20 ms step outlasts 0.8 s), and a comparison that ended
 before its second arm's first block ran would blame that arm's strategies for never running."""
-
-
-@dataclass(frozen=True)
-class EngineFacts:
-    """What the engine's processes said of a comparison when it stopped (nothing for blocks alone)."""
-
-    elapsed_s: float = 0.0
-    driven_by: str = "offline batches"  # what loaded the engine: offline batches, or the workload's arrivals
-    gen0_collections: int = 0  # the most any engine process made during the comparison
-    gc_share: float = 0.0  # the largest share of time any engine process spent collecting
-    gc_pauses: list[GcPause] = field(default_factory=list)  # every engine process's collections, in time order
-    paced: dict[int, ArmPacing] = field(default_factory=dict)  # per engine process: each arm's thresholds, allocations
-    worker_pauses_dropped: int = 0  # worker GC pauses the probes' rings no longer held: not in any step's GC time
-
-    @classmethod
-    def of(cls, stopped: list[ProcessReport], *, elapsed_s: float, driven_by: str) -> EngineFacts:
-        engine = [r for r in stopped if is_engine_process(r)]
-        return cls(
-            elapsed_s=elapsed_s,
-            driven_by=driven_by,
-            gen0_collections=max((r["gc"]["collections"][0] for r in engine), default=0),
-            gc_share=max((r["gc"]["gc_share"] for r in engine), default=0.0),
-            gc_pauses=engine_pauses(stopped),
-            paced=arm_pacing(stopped),
-            worker_pauses_dropped=sum(r["gc"]["pauses"]["dropped"] for r in stopped if is_worker_only(r)),
-        )
 
 
 @dataclass(frozen=True)
