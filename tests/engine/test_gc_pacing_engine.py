@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from scipy.stats import norm
 
 from tests.support import TINY_ENGINE, fixed_workload
 from tuner.config import Experiment
@@ -26,7 +27,8 @@ LEAST_EFFECT = math.log(1 / 0.965)
 """The smallest the known effect was seen (log step-time ratio): 0.964 and 0.931-0.983 (mean 0.954) on two hosts."""
 
 
-POWERED_HALF_WIDTH = LEAST_EFFECT / (1.96 + 1.2816) * 1.96
+CI_QUANTILE, POWER_QUANTILE = float(norm.ppf(0.975)), float(norm.ppf(0.9))
+POWERED_HALF_WIDTH = LEAST_EFFECT / (CI_QUANTILE + POWER_QUANTILE) * CI_QUANTILE
 """The 95% CI's log half-width at which an attempt excludes 1 with 90% power at :data:`LEAST_EFFECT`."""
 
 
