@@ -137,7 +137,8 @@ def simulated_blocks(
             ):
                 expected = triggers * share * (gen2_kept if g == 2 else 1.0)
                 count = int(expected) + int(rng.random() < expected - int(expected))
-                collections += [Collection(g, cost * speed * rng.uniform(0.8, 1.2), first=i == 0) for i in range(count)]
+                jitter = rng.uniform(0.8, 1.2, count) * (cost * speed)
+                collections += [Collection(g, float(x), first=i == 0) for i, x in enumerate(jitter)]
             gc_s = sum(c.in_steps_s for c in collections)
             step_s = steps * 0.03 * speed + gc_s
             out.append(

@@ -28,8 +28,10 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TypedDict
 
+import numpy as np
 from scipy import stats as _st
 
 from tuner.stats.estimate import RatioEstimate, RatioRecord, call_verdict
@@ -83,8 +85,8 @@ class CollectorBlock:
     step_s: float
     processes: dict[int, ProcessBlock] = field(default_factory=dict)
 
-    @property
-    def gc_s(self) -> float:
+    @cached_property
+    def gc_s(self) -> float:  # read for every pair, arm and share: summed once
         return sum(c.in_steps_s for p in self.processes.values() for c in p.collections)
 
     @property
@@ -122,8 +124,8 @@ def arm_costs(blocks: Sequence[CollectorBlock]) -> Costs:
             costs = settled if len(settled) >= 2 else [c.in_steps_s for c in every]
             if costs:
                 key = (pid, g)
-                mean[key], count[key] = statistics.mean(costs), len(costs)
-                spread = statistics.variance(costs) / mean[key] ** 2 if len(costs) >= 2 and mean[key] > 0 else None
+                mean[key], count[key] = statistics.fmean(costs), len(costs)  # floats: not statistics.mean's fractions
+                spread = float(np.var(costs, ddof=1)) / mean[key] ** 2 if len(costs) >= 2 and mean[key] > 0 else None
                 relative[key] = spread
     return Costs(mean, count, relative)
 
