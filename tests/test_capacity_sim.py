@@ -1,12 +1,13 @@
-"""The capacity simulation's host stalls (``benchmarks.simulations.capacity_model``): a stalled run's requests that
-arrive while the host stands still miss their TTFT target, those before it are served as without it, and a host
-without stalls draws no random numbers for them (the figures without stalls are the ones committed before)."""
+"""The capacity simulation's server and host (``benchmarks.simulations.capacity_model``): a stalled run's requests
+that arrive while the host stands still miss their TTFT target, those before it are served as without it, and a host
+without stalls draws no random numbers for them (the figures without stalls are the ones committed before); B run at
+a load times a scale serves the same requests as at that load (``benchmarks.simulations.capacity_scaled``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.simulations.capacity_model import Host, Server, World, serve, stalls, workload
+from benchmarks.simulations.capacity_model import Host, Server, World, rounds_at, serve, stalls, workload
 
 
 def test_a_stall_makes_the_requests_arriving_in_it_miss_and_leaves_those_before_it() -> None:
@@ -28,3 +29,18 @@ def test_a_host_without_stalls_draws_nothing_for_them() -> None:
     before = rng.bit_generator.state
     at, length = stalls(rng, np.arange(12.0).reshape(3, 4), Host())
     assert rng.bit_generator.state == before and not at.any() and not length.any()
+
+
+def test_b_at_a_scaled_load_serves_what_it_serves_at_that_load() -> None:
+    """On a host without noise, B at loads times 1.3 meets exactly the requests it meets at those loads times 1.3
+    unscaled (the same requests, arriving 1.3 times faster), and a scale of 1 changes nothing."""
+    quiet = World(Server(requests=120), Host(drift_sd=0.0, run_sd=0.0, jitter_sd=0.0), bursty=True, effect=0.1)
+    requests = workload(np.random.default_rng(4), 6, quiet)
+    loads, drifts = np.geomspace(10.0, 30.0, 6), np.zeros(6)
+    scaled = rounds_at(np.random.default_rng(5), quiet, loads, drifts, requests, np.full(6, 1.3))
+    at_load = rounds_at(np.random.default_rng(5), quiet, loads * 1.3, drifts, requests)
+    assert np.array_equal(scaled[1], at_load[1]) and not np.array_equal(scaled[1], scaled[0])
+    assert 0 < scaled[1].mean() < 1  # some requests missed: the comparison can fail
+    unscaled = rounds_at(np.random.default_rng(6), quiet, loads, drifts, requests)
+    ones = rounds_at(np.random.default_rng(6), quiet, loads, drifts, requests, np.ones(6))
+    assert all(np.array_equal(x, y) for x, y in zip(unscaled, ones, strict=True))

@@ -135,9 +135,16 @@ def workload(rng: np.random.Generator, runs: int, world: World) -> tuple[Floats,
 
 
 def rounds_at(
-    rng: np.random.Generator, world: World, loads: Floats, drifts: Floats, requests: tuple[Floats, Floats]
+    rng: np.random.Generator,
+    world: World,
+    loads: Floats,
+    drifts: Floats,
+    requests: tuple[Floats, Floats],
+    scales: Floats | None = None,
 ) -> tuple[Bools, Bools]:
-    """One round per (load, drift, request set): met flags of arm A and of arm B on the same requests."""
+    """One round per (load, drift, request set): met flags of arm A and of arm B on the same requests; B's at the
+    load times the round's ``scales`` where given (its arrival times divided by it: the same requests, as much
+    faster), else at A's load."""
     met_a, met_b = [], []
     for start in range(0, loads.size, CHUNK // 2):
         part = slice(start, start + CHUNK // 2)
@@ -145,7 +152,7 @@ def rounds_at(
         arrivals, prompts = requests[0][part] / loads[part, None], requests[1][part]
         slowness = np.exp(np.tile(drifts[part], 2) + world.host.run_sd * rng.standard_normal(2 * k))
         slowness[k:] *= 1 - world.effect
-        both = np.tile(arrivals, (2, 1))
+        both = np.concatenate([arrivals, arrivals if scales is None else arrivals / scales[part, None]])
         met = serve(
             both, np.tile(prompts, (2, 1)), slowness, world.host.jitter_sd, rng, world.server,
             stalls(rng, both, world.host),

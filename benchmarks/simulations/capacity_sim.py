@@ -33,7 +33,7 @@ import json
 import math
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
@@ -109,10 +109,15 @@ def attainment_test(rng: np.random.Generator, world: World, load: float, rounds:
 
 
 def run_searches(
-    rng: np.random.Generator, world: World, count: int, make: Callable[[], KneePlanner]
+    rng: np.random.Generator,
+    world: World,
+    count: int,
+    make: Callable[[], KneePlanner],
+    scales: Sequence[float] | None = None,
 ) -> list[KneePlanner]:
     """``count`` searches advanced in lockstep, each round of probes simulated as one batch; every round of one pass
-    of a search replays one request set (scaled to its load), as a workload seeded by the pass would."""
+    of a search replays one request set (scaled to its load), as a workload seeded by the pass would. With
+    ``scales``, search i runs B at each load times ``scales[i]`` (:func:`rounds_at`)."""
     searches = [make() for _ in range(count)]
     drift = world.host.drift_sd * rng.standard_normal(count)
     seed = int(rng.integers(2**32))
@@ -129,7 +134,8 @@ def run_searches(
         sets = [workload(np.random.default_rng((seed, i, r)), 1, world) for i, _, r in rounds]
         requests = (np.concatenate([a for a, _ in sets]), np.concatenate([p for _, p in sets]))
         loads = np.array([p.load for _, p, _ in rounds])
-        met_a, met_b = rounds_at(rng, world, loads, drifts, requests)
+        per_round = None if scales is None else np.array([scales[i] for i, _, _ in rounds])
+        met_a, met_b = rounds_at(rng, world, loads, drifts, requests, per_round)
         at = 0
         for i, p in probes:
             part = slice(at, at + p.rounds)
