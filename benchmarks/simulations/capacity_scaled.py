@@ -15,7 +15,8 @@ that scale is B's capacity.
 
 Each case runs the tool's planner (:class:`tuner.capacity.KneePlanner`, 160 runs, the same seeds in every case)
 with B at c times each load: c = 1 (the tool today), c the true ratio (an oracle: the ceiling), c 5% either side
-of it, and c from a pilot: a search at c = 1 of 48 runs whose estimate (kept within 0.7-1.5; 1 where censored)
+of it, c = A's step time over B's (known before any load is run: a step comparison measures it in seconds), and c
+from a pilot: a search at c = 1 of 48 runs whose estimate (kept within 0.7-1.5; 1 where censored)
 sets c for a second search of 112, the pilot's rounds discarded (a lower bound on a planner that would pool them).
 Each estimate and interval is c times the search's. Prints and writes, per case, the coverage of the true ratio
 (with its Wilson 95% interval), the log estimates' SD and robust SD (1.4826 MAD), bias (mean with its standard
@@ -95,7 +96,7 @@ def main() -> None:
         cases: dict[str, Any] = {"truth": truth}
         result["cases"][arrivals] = cases
         fixed = {"tool (c = 1)": 1.0, "oracle (c = truth)": truth, "c = 1.05 truth": 1.05 * truth,
-                 "c = truth / 1.05": truth / 1.05}  # fmt: skip
+                 "c = truth / 1.05": truth / 1.05, "c = A's step time / B's": 1 / (1 - faster.effect)}  # fmt: skip
         for name, c in fixed.items():
             scales = [c] * n
             estimates = searched(np.random.default_rng(args.seed), faster, 0.6 * knee, n, BUDGET_RUNS, scales)
