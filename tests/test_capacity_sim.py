@@ -1,13 +1,18 @@
 """The capacity simulation's server and host (``benchmarks.simulations.capacity_model``): a stalled run's requests
 that arrive while the host stands still miss their TTFT target, those before it are served as without it, and a host
 without stalls draws no random numbers for them (the figures without stalls are the ones committed before); B run at
-a load times a scale serves the same requests as at that load (``benchmarks.simulations.capacity_scaled``)."""
+a load times a scale serves the same requests as at that load (``benchmarks.simulations.capacity_scaled``); the
+simulated searches start anywhere from 0.6 to 1.2 times the knee (``benchmarks.simulations.capacity_sim``)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from scipy import stats
 
 from benchmarks.simulations.capacity_model import Host, Server, World, rounds_at, serve, stalls, workload
+from benchmarks.simulations.capacity_sim import planners
 
 
 def test_a_stall_makes_the_requests_arriving_in_it_miss_and_leaves_those_before_it() -> None:
@@ -44,3 +49,16 @@ def test_b_at_a_scaled_load_serves_what_it_serves_at_that_load() -> None:
     unscaled = rounds_at(np.random.default_rng(6), quiet, loads, drifts, requests)
     ones = rounds_at(np.random.default_rng(6), quiet, loads, drifts, requests, np.ones(6))
     assert all(np.array_equal(x, y) for x, y in zip(unscaled, ones, strict=True))
+
+
+def test_the_simulated_searches_start_log_uniformly_over_one_growth_step_from_0_6_times_the_knee() -> None:
+    """400 starts: each in [0.6, 1.2) times the knee with the planner's target and budget, and their log spread
+    over that step is uniform (Kolmogorov-Smirnov at 1%: a start fixed, or drawn in a narrower or shifted range,
+    fails); ``--start-at`` fixes it."""
+    make = planners(np.random.default_rng(7), 20.0, 0.95, budget=160, precision=0.03)
+    made = [make() for _ in range(400)]
+    where = np.array([math.log2(p.start / 12.0) for p in made])
+    assert all(p.budget == 160 and p.precision == 0.03 and p.targets[0][0].least == 0.95 for p in made)
+    assert where.min() >= 0 and where.max() < 1
+    assert stats.kstest(where, "uniform").pvalue > 0.01
+    assert planners(np.random.default_rng(7), 20.0, 0.95, budget=160, precision=0.03, at=0.8)().start == 16.0

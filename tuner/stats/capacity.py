@@ -15,13 +15,14 @@ as they were. The percentile interval of the log ratio is stretched about the es
 / z, the small-sample correction a t interval makes, at the p passes that measured a load either side of a crossing
 (a bracketing round at a distant load tells nothing about it); a side is open when more than the tail's share of
 resamples is censored on it. On the simulated server (``benchmarks/simulations/capacity_sim.py``, 1000 searches per
-case) it covered 1 under A/A in 97.3-100% of searches and the true ratio, B's steps 10% shorter, in 96.2-99.6%; the
-delete-one-pass jackknife with the t quantile covered that in 84.9% (48 runs) and 90.8% (Poisson arrivals), as the
-crossing moves nonlinearly with the noise, and the bootstrap without the stretch in 90.8-93.9% on Poisson arrivals
-(an earlier run, the stretch counting every pass, covered 1 in 95.0% of A/A Poisson searches). The interval also
-spans at least what the paired requests at the loads either side of both crossings allow if they were independent
-(Tango's interval at the normal quantile, B's curve of each check moved by it): where the arms agree on every
-request there, every resample agrees too, and the interval would otherwise collapse to a point.
+case, each started anywhere from 0.6 to 1.2 times the knee) it covered 1 under A/A in 97.7-100% of searches and the
+true ratio, B's steps 10% shorter, in 96.2-99.6%; the delete-one-pass jackknife with the t quantile covered that in
+86.1% (48 runs) and 90.4% (Poisson arrivals), as the crossing moves nonlinearly with the noise, and the bootstrap
+without the stretch in 90.5-93.7% on Poisson arrivals (an earlier run, the stretch counting every pass, covered 1 in
+95.0% of A/A Poisson searches). The interval also spans at least what the paired requests at the loads either side
+of both crossings allow if they were independent (Tango's interval at the normal quantile, B's curve of each check
+moved by it): where the arms agree on every request there, every resample agrees too, and the interval would
+otherwise collapse to a point.
 
 :func:`resolvable` says before a run what its rounds can resolve: the interval's half-width is t(rounds - 1) times
 the per-round SD of the log ratio over sqrt(rounds), with that SD from a pilot (:attr:`CapacityEstimate.log_sd` of
