@@ -108,19 +108,24 @@ def attainment_test(rng: np.random.Generator, world: World, load: float, rounds:
     }
 
 
+GROWTH = 2.0
+"""The simulated searches' bracketing step (the planner's default), over which their starts are drawn."""
+
+
 def planners(
     rng: np.random.Generator, knee: float, target: float, *, budget: float, precision: float, at: float | None = None
 ) -> Callable[[], KneePlanner]:
-    """The tool's planner, each search started at 0.6-1.2 times the reference's true knee, log-uniform over one growth
-    step (the planner's default, 2), or at ``at`` times it: an operator's start lies anywhere relative to the knee, so
-    where the grid falls beside each arm's knee (which sets the crossing's small-sample error there) varies between
-    searches as between operators. With every search started at 0.6 times the knee (``--start-at 0.6``, the figures
-    before 2026-12-01) both knees lay at one place on every grid, and the bursty 10%-faster ratio's mean error was that
-    alignment's (docs/capacity.md), not the estimate's over where a grid may fall."""
+    """The tool's planner, each search started at 0.6-1.2 times the reference's true knee, log-uniform over one
+    growth step (:data:`GROWTH`, which the planner is given), or at ``at`` times it: an operator's start lies anywhere
+    relative to the knee, so where the grid falls beside each arm's knee (which sets the crossing's small-sample error
+    there) varies between searches as between operators. With every search started at 0.6 times the knee
+    (``--start-at 0.6``, the figures before 2026-12-01) both knees lay at one place on every grid, and the bursty
+    10%-faster ratio's mean error was that alignment's (docs/capacity.md), not the estimate's over where a grid may
+    fall."""
 
     def make() -> KneePlanner:
-        start = knee * at if at is not None else 0.6 * knee * 2.0 ** rng.uniform()
-        return KneePlanner(start, target, budget=budget, precision=precision)
+        start = knee * at if at is not None else 0.6 * knee * GROWTH ** rng.uniform()
+        return KneePlanner(start, target, budget=budget, precision=precision, growth=GROWTH)
 
     return make
 
