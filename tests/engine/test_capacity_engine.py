@@ -59,7 +59,9 @@ def test_a_known_slowdown_lowers_the_capacity_of_each_slo_tier_with_its_interval
         print(f"decode step {1e3 * step_s:.2f} ms: {record['summary']}")
         estimates = [tier["estimate"] for tier in record["tiers"]]
         assert len(estimates) == 2 and None not in estimates, record["summary"]
-        if all(e["capacity_a"]["bound"] == e["capacity_b"]["bound"] == "exact" for e in estimates):  # type: ignore[index]
+        exact = [e for e in estimates if e["capacity_a"]["bound"] == e["capacity_b"]["bound"] == "exact"]  # type: ignore[index]
+        assert all(e["ratio"] < 1 for e in exact), record["summary"]  # type: ignore[index,operator]  # a wrong sign
+        if len(exact) == 2 and all(e["ci_high"] is not None and e["ci_high"] < 1 for e in exact):  # type: ignore[index]
             break
     for estimate in estimates:
         assert estimate is not None and estimate["capacity_a"]["bound"] == estimate["capacity_b"]["bound"] == "exact"
@@ -75,10 +77,15 @@ def test_a_known_slowdown_lowers_the_capacity_of_each_slo_tier_with_its_interval
 TIERS = ("p90", "median")
 
 SEARCHES = 2
-"""A search that spends its budget before bracketing every knee is inconclusive, not wrong, and is run once more
-(with other requests): on 2026-11-29 one of three CI runs ended so, the reference meeting the target in 90.3% of its
-requests at the highest load probed, 59 requests/s, when the budget ran out. Whenever both knees are bracketed, the
-interval of each tier must lie below 1: a wrong sign or an interval across 1 fails at once."""
+"""A search that is inconclusive, not wrong, is run once more (with other requests); the test fails when the second
+is inconclusive too, and at once on a wrong sign (a tier's exact ratio at or above 1). Inconclusive is:
+
+- a knee not bracketed when the budget ran out: on 2026-11-29 one of three CI runs ended so, the reference meeting
+  the target in 90.3% of its requests at the highest load probed, 59 requests/s;
+- a tier's interval reaching 1: on 2026-12-01 a CI run's p90 tier read -39.2% [-48.0%, +1.4%], its knees read on
+  few passes, so the t stretch of the interval was wide. The upper ends of the 17 tier intervals seen (here, in CI
+  and in the test's docstring) had a log mean of -0.29 and an SD of 0.13: about 1.6% of tiers reach 1 by a normal
+  fit, some 3% of searches with two tiers, so the test fails by chance in about 0.1% of runs (both searches)."""
 
 
 def _known_slowdown_search(
