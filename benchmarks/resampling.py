@@ -1,12 +1,13 @@
-"""Pass weights the capacity interval's bootstrap (:func:`tuner.stats.pass_bootstrap.pass_bootstrap`) was compared
-with, each given to :func:`tuner.stats.capacity.estimate_with` in place of the bootstrap's: the rest of the rule
-(the stretch, the floor, the open sides) is the tool's. ``capacity_sim`` compares them on the same simulated
-searches and ``capacity_aa_estimate --draws`` on the engine's; docs/capacity.md says why neither was adopted.
+"""Pass weights the capacity estimate's bootstrap (:func:`tuner.stats.pass_bootstrap.pass_bootstrap`) was compared
+with, given to :func:`tuner.stats.capacity.estimate_with` in place of the bootstrap's: the rest of the rule (the
+bagging, the jackknife after it, the floor, the open sides) is the tool's. ``capacity_sim`` compares it on the same
+simulated searches and ``capacity_aa_estimate --draws`` on the engine's; docs/capacity.md says why it was not adopted.
 
-- ``dirichlet``: each pass weighted by a flat Dirichlet draw (the Bayesian bootstrap, Rubin 1981). No pass, and so
-  no load, ever leaves a resample, and the weights move continuously rather than in whole passes.
 - ``levels_kept``: the bootstrap's draws, keeping only those in which every measured load is still measured, as if
   the loads were fixed by design rather than chosen by the search from what it saw.
+
+Flat Dirichlet weights (the Bayesian bootstrap), compared with the stretched percentile interval before, leave no
+pass out of any resample, so the jackknife after the bootstrap has no delete-one values to read.
 """
 
 from __future__ import annotations
@@ -17,12 +18,6 @@ from tuner.stats.crossing import Array
 from tuner.stats.pass_bootstrap import Draws, pass_bootstrap
 
 RESAMPLES = 2000
-
-
-def dirichlet(table: Array) -> Array:
-    """Flat Dirichlet weights of each pass, scaled to a mean of 1 (as the bootstrap's counts have)."""
-    passes = table.shape[1]
-    return np.asarray(np.random.default_rng(0).dirichlet(np.ones(passes), RESAMPLES) * passes, dtype=np.float64)
 
 
 def levels_kept(table: Array) -> Array:
@@ -38,5 +33,5 @@ def levels_kept(table: Array) -> Array:
     raise ValueError("fewer than one draw in 1,000 keeps every load: too many loads measured by one pass")
 
 
-RULES: dict[str, Draws] = {"dirichlet": dirichlet, "levels_kept": levels_kept}
+RULES: dict[str, Draws] = {"levels_kept": levels_kept}
 """Each rule's weights, by name."""

@@ -2,7 +2,7 @@
 under the interval rule the tool has now (``tuner.stats.capacity``).
 
     python -m benchmarks.engine.capacity_aa_estimate [--file results/reference/capacity-aa-cpu.json]
-        [--draws bootstrap|dirichlet|levels_kept]
+        [--draws bootstrap|levels_kept]
 
 A row keeps, per load, each round's share of requests in target per arm, its pass, the requests per run and the
 discordant requests (``capacity_aa``): the per-pass table the bootstrap resamples and the counts the interval's

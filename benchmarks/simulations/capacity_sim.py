@@ -23,8 +23,9 @@ and past it (1.4 x bursty, 1.2 x Poisson), the attainment test's false-positive 
 chunks per round as clusters and rounds as clusters with the normal quantile, and its power; (2) over whole searches,
 the ratio's coverage of 1 (A/A) and of the truth (B faster), the shares excluding 1 or open, median precision, the
 estimates' SD, bias (log; mean with its standard error, and median) and the intervals' mean half-width over that SD,
-rounds and runs, beside the delete-one-pass jackknife with t, the bootstrap percentile without stretch (both without
-the floor) and the tool's rule with other weights of the passes (``benchmarks.resampling``), on the same searches.
+rounds and runs, beside the delete-one-pass jackknife of the pooled crossing with t, the bootstrap percentile
+interval about that crossing, the same stretched (the tool's rule until 2026-12-01; all three without the floor)
+and the tool's rule with other weights of the passes (``benchmarks.resampling``), on the same searches.
 """
 
 from __future__ import annotations
@@ -166,9 +167,10 @@ def run_searches(
 
 
 def rejected_intervals(levels: tuple[LevelResult, ...], target: float, confidence: float = 0.95) -> dict[str, Any]:
-    """The log-ratio intervals the tool's was chosen over, on its own pieces: the delete-one-pass jackknife with the
-    t quantile, the bootstrap percentile without the stretch (both without the floor), and the tool's rule with the
-    passes weighted otherwise (``benchmarks.resampling``)."""
+    """The log-ratio intervals the tool's was chosen over, on its own pieces (without the floor): the delete-one-pass
+    jackknife of the crossing with the t quantile, the bootstrap percentile interval about the crossing, the same
+    stretched by sqrt(p / (p - 1)) t(p - 1) / z at the p passes beside the crossings (the tool's rule until
+    2026-12-01), and the tool's rule with the passes weighted otherwise (``benchmarks.resampling``)."""
     loads, _, table = capacity._table(levels)
     passes, shares = table.shape[1], capacity.tier(target)
     full = capacity._arms(loads, table.sum(axis=1)[None], shares)
@@ -183,10 +185,17 @@ def rejected_intervals(levels: tuple[LevelResult, ...], target: float, confidenc
     with np.errstate(invalid="ignore"):
         values = boot[1] - boot[0]
     tail = (1 - confidence) / 2
-    low = np.sort(np.where(np.isnan(values), -np.inf, values))[math.floor(tail * len(values))]
-    high = np.sort(np.where(np.isnan(values), np.inf, values))[math.ceil((1 - tail) * len(values)) - 1]
+    low = float(np.sort(np.where(np.isnan(values), -np.inf, values))[math.floor(tail * len(values))])
+    high = float(np.sort(np.where(np.isnan(values), np.inf, values))[math.ceil((1 - tail) * len(values)) - 1])
+    beside = {int(i) for arm in full for i in (arm.last_met[0], arm.first_missed[0]) if 0 <= i < len(loads)}
+    p = max(int(np.count_nonzero(table[sorted(beside), :, 0, 0].sum(axis=0) > 0)), 2)
+    c = math.sqrt(p / (p - 1)) * float(stats.t.ppf(1 - tail, p - 1) / stats.norm.ppf(1 - tail))
     others = {name: log_interval(capacity.estimate_with(levels, target, draws)) for name, draws in RULES.items()}
-    return {"jackknife_t": (point - half, point + half), "bootstrap_percentile": (float(low), float(high))} | others
+    return {
+        "jackknife_t": (point - half, point + half),
+        "bootstrap_percentile": (low, high),
+        "stretched_percentile": (point - c * max(point - low, 0.0), point + c * max(high - point, 0.0)),
+    } | others
 
 
 def log_interval(estimate: capacity.CapacityEstimate) -> tuple[float, float]:

@@ -8,21 +8,23 @@ isotonic attainment curve crosses the share (:mod:`tuner.stats.crossing`), and o
 the highest load, one that misses it at the lowest a capacity below the lowest: both are said so (:data:`Bound`),
 not reported as exact numbers, and the ratio's interval is open (0 or inf) on the side such a bound leaves unknown.
 
-The estimand is capacity B / capacity A. Its interval is a cluster bootstrap over passes: rounds measured together
-across loads (:attr:`LevelResult.passes`: the same host state, and the same requests when the workload is seeded by
-the pass) are resampled together, with the same draw for both arms, so the pairing and the drift between passes stay
-as they were. The percentile interval of the log ratio is stretched about the estimate by sqrt(p / (p - 1)) t(p - 1)
-/ z, the small-sample correction a t interval makes, at the p passes that measured a load either side of a crossing
-(a bracketing round at a distant load tells nothing about it); a side is open when more than the tail's share of
-resamples is censored on it. On the simulated server (``benchmarks/simulations/capacity_sim.py``, 1000 searches per
-case, each started anywhere from 0.6 to 1.2 times the knee) it covered 1 under A/A in 97.7-100% of searches and the
-true ratio, B's steps 10% shorter, in 96.2-99.6%; the delete-one-pass jackknife with the t quantile covered that in
-86.1% (48 runs) and 90.4% (Poisson arrivals), as the crossing moves nonlinearly with the noise, and the bootstrap
-without the stretch in 90.5-93.7% on Poisson arrivals (an earlier run, the stretch counting every pass, covered 1 in
-95.0% of A/A Poisson searches). The interval also spans at least what the paired requests at the loads either side
-of both crossings allow if they were independent (Tango's interval at the normal quantile, B's curve of each check
-moved by it): where the arms agree on every request there, every resample agrees too, and the interval would
-otherwise collapse to a point.
+The estimand is capacity B / capacity A. It is estimated by bagging (Breiman 1996; Efron 2014): the mean, over a
+cluster bootstrap of passes, of the resampled log ratio. Rounds measured together across loads
+(:attr:`LevelResult.passes`: the same host state, and the same requests when the workload is seeded by the pass) are
+resampled together, with the same draw for both arms, so the pairing and the drift between passes stay as they
+were. A crossing is a nonsmooth function of the data (a load that meets the target or not moves it a whole
+interpolation); the mean over resamples smooths it, and on the simulated server (``benchmarks/simulations/
+capacity_sim.py``) its SD was 20-34% below the crossing of the pooled data's. Its interval is the mean +- t(p - 1)
+times its jackknife-after-bootstrap SE (Efron 1992: the mean over the resamples that leave each pass out is that
+pass's delete-one value), p the passes that measured a load either side of a crossing (a bracketing round at a
+distant load tells nothing about it); a side is open when more than the tail's share of resamples is censored on
+it. Where an arm is censored (a bound), the ratio is the pooled data's and its interval what the arms' own allow.
+The percentile interval about the pooled crossing, stretched by sqrt(p / (p - 1)) t(p - 1) / z, which the tool
+used before, covered a 10%-faster arm's ratio in 99.6% of bursty searches (its width the crossing's jumps, not the
+estimate's error) and is kept in the simulation's comparison (``stretched_percentile``). The interval also spans
+at least what the paired requests at the loads either side of both crossings allow if they were independent
+(Tango's interval at the normal quantile, B's curve of each check moved by it): where the arms agree on every
+request there, every resample agrees too, and the interval would otherwise collapse to a point.
 
 :func:`resolvable` says before a run what its rounds can resolve: the interval's half-width is t(rounds - 1) times
 the per-round SD of the log ratio over sqrt(rounds), with that SD from a pilot (:attr:`CapacityEstimate.log_sd` of
@@ -51,9 +53,9 @@ from tuner.stats.capacity_records import (
     open_or_none,
 )
 from tuner.stats.crossing import BOUNDS, Array, Crossing, Crossings, binding, crossings_of, signed_log
-from tuner.stats.pass_bootstrap import Draws, pass_bootstrap, stretched_interval
+from tuner.stats.pass_bootstrap import Bagged, Draws, bagged_interval, pass_bootstrap
 
-METHOD = "isotonic-crossing-pass-bootstrap-t-stretch"
+METHOD = "isotonic-crossing-bagged-pass-bootstrap-jackknife-t"
 
 
 @dataclass(frozen=True)
@@ -160,9 +162,9 @@ class CapacityEstimate:
     confidence: float
     rounds: int  # the most rounds any level has
     passes: int  # the clusters the bootstrap resamples
-    passes_beside: int  # those that measured a load either side of a crossing: the stretch's t has one fewer df
+    passes_beside: int  # those that measured a load either side of a crossing: its t has one fewer df
     levels: int
-    log_sd: float  # per-round SD of the log ratio (bootstrap SE * sqrt(rounds)); nan when the interval is open
+    log_sd: float  # per-round SD of the log ratio (jackknife-after-bootstrap SE * sqrt(rounds)); nan when open
     method: str = METHOD
 
     @property
@@ -283,14 +285,23 @@ def _resampled(loads: Array, table: Array, shares: Sequence[Share], draws: Array
     return [signed_log(arm) for arm in _arms(loads, resampled.reshape(len(draws), *table[:, 0].shape), shares)]
 
 
-def _capacity(arm: Crossings, bound: Bound, interval: tuple[float, float]) -> Capacity:
-    """One arm's :class:`Capacity` from its crossing and its log interval, open on the side its bound leaves."""
+def _capacity(arm: Bagged, bound: Bound) -> Capacity:
+    """One arm's :class:`Capacity` from its bagged log capacity and interval, open on the side its bound leaves."""
     return Capacity(
-        load=math.exp(arm.log_load[0]),
+        load=math.exp(arm.center),
         bound=bound,
-        ci_low=0.0 if bound == "below" else math.exp(interval[0]),
-        ci_high=math.inf if bound == "at_least" else math.exp(interval[1]),
+        ci_low=0.0 if bound == "below" else math.exp(arm.low),
+        ci_high=math.inf if bound == "at_least" else math.exp(arm.high),
     )
+
+
+def _arm(full: Crossings, resampled: Array, bound: Bound, weights: Array, informed: int, confidence: float) -> Bagged:
+    """One arm's bagged log capacity; a bound (or too few passes for an interval) is the full data's reading, its
+    interval from 0 or to infinity at the probed load that bounds it."""
+    if bound == "exact" and math.isfinite((bagged := bagged_interval(resampled, weights, informed - 1, confidence)).se):
+        return bagged
+    at = float(full.log_load[0])
+    return Bagged(at, math.nan, at if bound == "at_least" else -math.inf, at if bound == "below" else math.inf)
 
 
 def capacity_ratio(
@@ -322,43 +333,45 @@ def estimate_with(
         raise ValueError(f"the target names a check the levels do not have ({table.shape[2]} checks)")
     full = _arms(loads, table.sum(axis=1)[None], shares)
     arms = [BOUNDS[int(arm.code[0])] for arm in full]
-    passes = table.shape[1]
-    boot = _resampled(loads, table, shares, draws(table))
+    weights = draws(table)
+    boot = _resampled(loads, table, shares, weights)
     beside = sorted({int(i) for arm in full for i in (arm.last_met[0], arm.first_missed[0]) if 0 <= i < len(loads)})
     near = {float(loads[i]) for i in beside}
     moved = _floor(loads, counts, near, shares, confidence)
-    informed = int(np.count_nonzero(table[beside, :, 0, 0].sum(axis=0) > 0)) if beside else passes  # the stretch's
-    point = float(full[1].log_load[0] - full[0].log_load[0])
+    informed = int(np.count_nonzero(table[beside, :, 0, 0].sum(axis=0) > 0)) if beside else table.shape[1]
     with np.errstate(invalid="ignore"):  # inf - inf: both arms censored the same way, the ratio unknown (nan)
         ratios = boot[1] - boot[0]
-    if informed < 2:
-        low, high, capacities = -math.inf, math.inf, [(-math.inf, math.inf)] * 2
-    else:
-        low, high = stretched_interval(point, ratios, informed, confidence)
-        capacities = [
-            stretched_interval(float(a.log_load[0]), b, informed, confidence) for a, b in zip(full, boot, strict=True)
-        ]
+    bound = _ratio_bound(arms[0], arms[1])
+    crossed = float(full[1].log_load[0] - full[0].log_load[0])
+    each = [_arm(a, b, kind, weights, informed, confidence) for a, b, kind in zip(full, boot, arms, strict=True)]
+    bagged = bagged_interval(ratios, weights, informed - 1, confidence)
+    if bound != "exact":  # the full data's reading, between what each arm's interval allows (nan: open)
+        low, high = each[1].low - each[0].high, each[1].high - each[0].low  # inf - inf (nan): open
+        low, high = -math.inf if math.isnan(low) else low, math.inf if math.isnan(high) else high
+        bagged = Bagged(crossed, math.nan, low, high)
+    elif not math.isfinite(bagged.se):  # too few passes for an interval
+        bagged = Bagged(crossed, math.nan, -math.inf, math.inf)
+    point, low, high = bagged.center, bagged.low, bagged.high
+    if math.isfinite(bagged.se):
         low = min(low, float(moved.log_load[0] - full[0].log_load[0])) if moved.code[0] != -1 else -math.inf
         high = max(high, float(moved.log_load[1] - full[0].log_load[0])) if moved.code[1] != 1 else math.inf
-    bound = _ratio_bound(arms[0], arms[1])
     low = -math.inf if bound in ("at_most", "unknown") else low
     high = math.inf if bound in ("at_least", "unknown") else high
-    finite = ratios[np.isfinite(ratios)]
     rounds = max(c[0].rounds for c in counts)
     return CapacityEstimate(
         target=shares[0].least,
-        capacity_a=_capacity(full[0], arms[0], capacities[0]),
-        capacity_b=_capacity(full[1], arms[1], capacities[1]),
+        capacity_a=_capacity(each[0], arms[0]),
+        capacity_b=_capacity(each[1], arms[1]),
         ratio=math.exp(point),
         ratio_bound=bound,
         ci_low=math.exp(low),
         ci_high=math.exp(high),
         confidence=confidence,
         rounds=rounds,
-        passes=passes,
+        passes=table.shape[1],
         passes_beside=informed,
         levels=len(loads),
-        log_sd=float(np.std(finite) * math.sqrt(rounds)) if math.isfinite(high - low) and finite.size else math.nan,
+        log_sd=bagged.se * math.sqrt(rounds) if math.isfinite(high - low) else math.nan,
     )
 
 
