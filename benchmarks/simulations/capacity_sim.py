@@ -187,8 +187,7 @@ def rejected_intervals(levels: tuple[LevelResult, ...], target: float, confidenc
     tail = (1 - confidence) / 2
     low = float(np.sort(np.where(np.isnan(values), -np.inf, values))[math.floor(tail * len(values))])
     high = float(np.sort(np.where(np.isnan(values), np.inf, values))[math.ceil((1 - tail) * len(values)) - 1])
-    beside = {int(i) for arm in full for i in (arm.last_met[0], arm.first_missed[0]) if 0 <= i < len(loads)}
-    p = max(int(np.count_nonzero(table[sorted(beside), :, 0, 0].sum(axis=0) > 0)), 2)
+    p = max(capacity.passes_beside(full, table), 2)
     c = math.sqrt(p / (p - 1)) * float(stats.t.ppf(1 - tail, p - 1) / stats.norm.ppf(1 - tail))
     others = {name: log_interval(capacity.estimate_with(levels, target, draws)) for name, draws in RULES.items()}
     return {

@@ -286,6 +286,17 @@ def _resampled(loads: Array, table: Array, shares: Sequence[Share], draws: Array
     return [signed_log(arm) for arm in _arms(loads, resampled.reshape(len(draws), *table[:, 0].shape), shares)]
 
 
+def _beside(full: Sequence[Crossings], levels: int) -> list[int]:
+    """The indices of the levels either side of each arm's crossing (the loads that place it)."""
+    return sorted({int(i) for arm in full for i in (arm.last_met[0], arm.first_missed[0]) if 0 <= i < levels})
+
+
+def passes_beside(full: Sequence[Crossings], table: Array) -> int:
+    """The passes that measured a load either side of a crossing (all, when none has a side): the t's df + 1."""
+    beside = _beside(full, table.shape[0])
+    return int(np.count_nonzero(table[beside, :, 0, 0].sum(axis=0) > 0)) if beside else table.shape[1]
+
+
 def _capacity(arm: Bagged, bound: Bound) -> Capacity:
     """One arm's :class:`Capacity` from its bagged log capacity and interval, open on the side its bound leaves."""
     return Capacity(
@@ -336,17 +347,17 @@ def estimate_with(
     arms = [BOUNDS[int(arm.code[0])] for arm in full]
     weights = draws(table)
     boot = _resampled(loads, table, shares, weights)
-    beside = sorted({int(i) for arm in full for i in (arm.last_met[0], arm.first_missed[0]) if 0 <= i < len(loads)})
+    beside = _beside(full, len(loads))
     near = {float(loads[i]) for i in beside}
     moved = _floor(loads, counts, near, shares, confidence)
-    informed = int(np.count_nonzero(table[beside, :, 0, 0].sum(axis=0) > 0)) if beside else table.shape[1]
+    informed = passes_beside(full, table)
     with np.errstate(invalid="ignore"):  # inf - inf: both arms censored the same way, the ratio unknown (nan)
         ratios = boot[1] - boot[0]
     bound = _ratio_bound(arms[0], arms[1])
     crossed = float(full[1].log_load[0] - full[0].log_load[0])
     each = [_arm(a, b, kind, weights, informed, confidence) for a, b, kind in zip(full, boot, arms, strict=True)]
-    bagged = bagged_interval(ratios, weights, informed - 1, confidence)
-    if bound != "exact":  # the full data's reading, between what each arm's interval allows (nan: open)
+    bagged = bagged_interval(ratios, weights, informed - 1, confidence) if bound == "exact" else None
+    if bagged is None:  # a bound: the full data's reading, between what each arm's interval allows (nan: open)
         low, high = each[1].low - each[0].high, each[1].high - each[0].low  # inf - inf (nan): open
         low, high = -math.inf if math.isnan(low) else low, math.inf if math.isnan(high) else high
         bagged = Bagged(crossed, math.nan, low, high)
