@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
-from benchmarks.engine.capacity_aa import ATTAINMENT, _level
+from benchmarks.engine.capacity_aa import ATTAINMENT, _level, spread
 from benchmarks.engine.capacity_aa_estimate import estimated, levels_of
 from tuner.stats import LevelResult, capacity_ratio
 
@@ -57,3 +58,21 @@ def test_a_search_whose_row_lost_a_pass_is_estimated_otherwise() -> None:
     made = capacity_ratio(levels, ATTAINMENT)
     again = estimated(row)
     assert (again["ratio"], again["ci"]) != (made.ratio, [made.ci_low, made.ci_high])
+
+
+def test_the_series_width_splits_into_its_t_quantile_and_its_se_over_the_spread() -> None:
+    """Two closed A/A rows (half-widths 0.10 and 0.20 at 6 and 11 passes beside the crossings) and one open: the mean
+    t is t(5) and t(10) averaged, the SE each half-width over its t, and width / SD their product within rounding
+    (the SD from all three estimates, the widths from the closed two)."""
+    rows = [
+        {"kind": "aa", "ratio": 1.0, "ci": [0.9, 1.1], "covers_1": True, "below_1": False, "passes_beside": 6},
+        {"kind": "aa", "ratio": 1.1, "ci": [0.9, 1.3], "covers_1": True, "below_1": False, "passes_beside": 11},
+        {"kind": "aa", "ratio": 0.95, "ci": [None, None], "covers_1": True, "below_1": False, "passes_beside": 1},
+    ]
+    found = spread(rows)
+    t5, t10 = 2.570582, 2.228139
+    sd = float(np.std([1.0, 1.1, 0.95], ddof=1))
+    assert found["aa_closed"] == "2 of 3" and found["aa_sd"] == pytest.approx(sd)
+    assert found["aa_mean_t"] == pytest.approx((t5 + t10) / 2, rel=1e-6)
+    assert found["aa_se_over_sd"] == pytest.approx((0.1 / t5 + 0.2 / t10) / 2 / sd, rel=1e-6)
+    assert found["half_width_over_sd"] == pytest.approx(0.15 / sd)

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scipy.stats import t as student
+
 from tuner import interrupts
 from tuner.capacity import capacity_on
 from tuner.config import Experiment
@@ -185,21 +187,28 @@ def series(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, An
 
 
 def spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Coverage, and the A/A estimates' SD beside their CIs' mean half-width (both in ratio units)."""
+    """Coverage, and the A/A estimates' SD beside their CIs' mean half-width (both in ratio units); that ratio split
+    into the intervals' mean t quantile (df: the passes beside the crossings, less one) and their mean SE (half-width
+    over t) over the SD, so a width above ~2 SDs says whether few passes or the SE made it."""
     aa = [r for r in rows if r["kind"] == "aa"]
     slow = [r for r in rows if r["kind"] == "slow"]
     estimates = [r["ratio"] for r in aa if r["ratio"] is not None]
-    half_widths = [(r["ci"][1] - r["ci"][0]) / 2 for r in aa if None not in r["ci"]]
+    closed = [r for r in aa if None not in r["ci"]]
+    half_widths = [(r["ci"][1] - r["ci"][0]) / 2 for r in closed]
+    quantiles = [float(student.ppf(0.975, r["passes_beside"] - 1)) for r in closed]
     sd = statistics.stdev(estimates) if len(estimates) > 1 else None
     mean_half_width = statistics.fmean(half_widths) if half_widths else None
+    mean_se = statistics.fmean(h / t for h, t in zip(half_widths, quantiles, strict=True)) if closed else None
     return {
         "aa_covering_1": f"{sum(r['covers_1'] for r in aa)} of {len(aa)}",
         "aa_closed": f"{len(half_widths)} of {len(aa)}",
         "slow_below_1": f"{sum(r['below_1'] for r in slow)} of {len(slow)}",
         "aa_sd": sd,
         "aa_mean_half_width": mean_half_width,
-        # a calibrated 95% CI's half-width is ~2 SDs of the estimates it comes from
+        # a calibrated 95% CI's half-width is ~2 SDs of the estimates it comes from (t SDs with few passes)
         "half_width_over_sd": mean_half_width / sd if mean_half_width and sd else None,
+        "aa_mean_t": statistics.fmean(quantiles) if quantiles else None,
+        "aa_se_over_sd": mean_se / sd if mean_se and sd else None,
     }
 
 
