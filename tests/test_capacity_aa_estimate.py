@@ -4,6 +4,7 @@ search made from every request's flags."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -63,7 +64,8 @@ def test_a_search_whose_row_lost_a_pass_is_estimated_otherwise() -> None:
 def test_the_series_width_splits_into_its_t_quantile_and_its_se_over_the_spread() -> None:
     """Two closed A/A rows (half-widths 0.10 and 0.20 at 6 and 11 passes beside the crossings) and one open: the mean
     t is t(5) and t(10) averaged, the SE each half-width over its t, and width / SD their product within rounding
-    (the SD from all three estimates, the widths from the closed two)."""
+    (the SD from all three estimates, the widths from the closed two); the log estimates over their own SEs,
+    0 and ln 1.1 / (ln(1.3 / 0.9) / 2 / t(10)), give the RMS z."""
     rows = [
         {"kind": "aa", "ratio": 1.0, "ci": [0.9, 1.1], "covers_1": True, "below_1": False, "passes_beside": 6},
         {"kind": "aa", "ratio": 1.1, "ci": [0.9, 1.3], "covers_1": True, "below_1": False, "passes_beside": 11},
@@ -76,3 +78,5 @@ def test_the_series_width_splits_into_its_t_quantile_and_its_se_over_the_spread(
     assert found["aa_mean_t"] == pytest.approx((t5 + t10) / 2, rel=1e-6)
     assert found["aa_se_over_sd"] == pytest.approx((0.1 / t5 + 0.2 / t10) / 2 / sd, rel=1e-6)
     assert found["half_width_over_sd"] == pytest.approx(0.15 / sd)
+    z = math.log(1.1) / (math.log(1.3 / 0.9) / 2 / t10)  # the first closed row estimates 1 exactly: z = 0
+    assert found["aa_z_rms"] == pytest.approx(z / math.sqrt(2), rel=1e-6)

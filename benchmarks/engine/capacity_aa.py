@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -189,7 +190,9 @@ def series(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, An
 def spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Coverage, and the A/A estimates' SD beside their CIs' mean half-width (both in ratio units); that ratio split
     into the intervals' mean t quantile (df: the passes beside the crossings, less one) and their mean SE (half-width
-    over t) over the SD, so a width above ~2 SDs says whether few passes or the SE made it."""
+    over t) over the SD, so a width above ~2 SDs says whether few passes or the SE made it; and the root mean square
+    of the closed A/A log estimates over their own SEs (log half-width over t), about 1 when each interval is scaled
+    to its own search's error, however much the SEs vary between searches (a width over the SD can come from that)."""
     aa = [r for r in rows if r["kind"] == "aa"]
     slow = [r for r in rows if r["kind"] == "slow"]
     estimates = [r["ratio"] for r in aa if r["ratio"] is not None]
@@ -199,6 +202,8 @@ def spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
     sd = statistics.stdev(estimates) if len(estimates) > 1 else None
     mean_half_width = statistics.fmean(half_widths) if half_widths else None
     mean_se = statistics.fmean(h / t for h, t in zip(half_widths, quantiles, strict=True)) if closed else None
+    log_ses = [math.log(r["ci"][1] / r["ci"][0]) / 2 / t for r, t in zip(closed, quantiles, strict=True)]
+    z = [math.log(r["ratio"]) / se for r, se in zip(closed, log_ses, strict=True)]
     return {
         "aa_covering_1": f"{sum(r['covers_1'] for r in aa)} of {len(aa)}",
         "aa_closed": f"{len(half_widths)} of {len(aa)}",
@@ -209,6 +214,7 @@ def spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "half_width_over_sd": mean_half_width / sd if mean_half_width and sd else None,
         "aa_mean_t": statistics.fmean(quantiles) if quantiles else None,
         "aa_se_over_sd": mean_se / sd if mean_se and sd else None,
+        "aa_z_rms": math.sqrt(statistics.fmean(x * x for x in z)) if z else None,
     }
 
 
